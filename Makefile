@@ -1,0 +1,73 @@
+# Quantum Runtime -- the two commands are `make run` and `make test` (see README.md).
+# Everything else here is a thin layer over CMake presets (CMakePresets.json) in build/<preset>.
+
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_JOBS ?= $(JOBS)
+CMAKE ?= cmake
+
+.PHONY: all build release debug asan fuzz setup run test test-release test-asan \
+        format format-check bench fuzz-run clean help
+
+all: release
+
+help:
+	@echo "make            build the release binary (build/release/quantum-runtime)"
+	@echo "make run        set up what is missing, build, serve on 127.0.0.1:11450"
+	@echo "make test       set up what is missing, build, run every test (release + ASan/UBSan)"
+	@echo "make debug|asan|fuzz   other build presets (build/<preset>)"
+	@echo "make bench      proxy-path latency benchmark (bench/README.md)"
+	@echo "make fuzz-run   run every fuzz target for FUZZ_SECONDS (default 60) each"
+	@echo "make format     clang-format the tree; make format-check verifies it"
+
+build: release
+
+release debug asan:
+	@$(CMAKE) --preset $@ >/dev/null
+	@$(CMAKE) --build --preset $@ -j $(JOBS)
+
+fuzz:
+	@$(CMAKE) --preset fuzz >/dev/null
+	@$(CMAKE) --build --preset fuzz -j $(JOBS)
+
+setup:
+	@scripts/setup
+
+run: setup release
+	build/release/quantum-runtime serve
+
+test: setup
+	@$(MAKE) --no-print-directory format-check
+	@$(MAKE) --no-print-directory test-release
+	@$(MAKE) --no-print-directory test-asan
+	@echo "make test: all suites passed (release and ASan+UBSan)"
+
+test-release: release
+	cd build/release && ctest --output-on-failure -j $(CTEST_JOBS)
+
+test-asan: asan
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(CTEST_JOBS)
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@out=$$(clang-format --dry-run $(FORMAT_FILES) 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out" | head -40; \
+	  echo "format-check: run 'make format'"; exit 1; fi; \
+	echo "format-check: $(words $(FORMAT_FILES)) files clean"
+
+bench: setup release
+	bench/run-proxy-bench
+
+FUZZ_SECONDS ?= 60
+fuzz-run: fuzz
+	@for f in build/fuzz/tests/fuzz_*; do \
+	  n=$$(basename $$f); echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$n build/fuzz/corpus-$$n 2>&1 | tail -2 || exit 1; \
+	done
+
+clean:
+	rm -rf build

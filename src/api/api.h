@@ -1,0 +1,73 @@
+/* The daemon's HTTP surface: the application object that ties the event loop, the HTTP server,
+ * the upstream client and the backend together, the request dispatcher (host check, auth, route
+ * table) and the helpers every route uses to answer in the Runtime's shapes. */
+#ifndef QR_API_API_H
+#define QR_API_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/err.h"
+
+struct event;
+struct event_base;
+struct qr_backend;
+struct qr_http_client;
+struct qr_http_req;
+struct qr_http_server;
+struct yyjson_mut_doc;
+
+struct qr_app {
+    struct event_base *base; /* borrowed */
+    struct qr_config *cfg;   /* borrowed; reload mutates reloadable fields in place */
+    int argc;                /* serve's argv, kept for SIGHUP reload (borrowed) */
+    char **argv;
+    char **envp;
+    struct qr_http_server *http;   /* owned */
+    struct qr_http_client *client; /* owned */
+    struct qr_backend *backend;    /* owned; NULL when none is configured */
+    struct event *sig_term, *sig_int, *sig_hup, *shutdown_tick; /* owned */
+    bool shutting_down;
+    uint64_t shutdown_deadline_us;
+    int exit_code;
+};
+
+/* Bind, create the client and backend, install signal handlers. Nothing is served until the loop
+ * runs. On failure everything created is released. */
+enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_config *cfg,
+                        struct qr_diag *diag);
+/* Start graceful shutdown: stop accepting; the loop exits when in-flight requests have ended or
+ * the shutdown timeout passed. */
+void qr_app_shutdown(struct qr_app *app);
+/* Re-read the configuration sources and apply what is reloadable. */
+void qr_app_reload(struct qr_app *app);
+void qr_app_cleanup(struct qr_app *app);
+
+/* The one request handler given to the HTTP server. */
+void qr_api_dispatch(struct qr_http_req *req, void *arg);
+
+/* Send doc as the whole JSON response (one value + "\n") with the Runtime's JSON headers. */
+void qr_api_send_json(struct qr_http_req *req, int status, struct yyjson_mut_doc *doc);
+
+/* Send an error in the Runtime's shape with an explicit status and code. */
+void qr_api_send_error(struct qr_http_req *req, int status, const char *code, const char *message);
+
+/* Send an error in the Runtime's shape, code and status from err, message from diag text. */
+void qr_api_send_err(struct qr_http_req *req, enum qr_err err, const char *message);
+
+/* Route handlers (native.c, ollama_routes.c). */
+void qr_api_healthz(struct qr_app *app, struct qr_http_req *req);
+void qr_api_readyz(struct qr_app *app, struct qr_http_req *req);
+void qr_api_runtime(struct qr_app *app, struct qr_http_req *req);
+void qr_api_capabilities(struct qr_app *app, struct qr_http_req *req);
+/* Handles every /api/... path: allowlist, method, mutation policy, then the backend. */
+void qr_api_ollama(struct qr_app *app, struct qr_http_req *req);
+
+/* Pure checks, exposed for unit tests. */
+/* Constant-time bearer check of an Authorization header value against token. */
+bool qr_api_auth_ok(const char *authorization, const char *token);
+/* Is this Host header acceptable for a loopback bind? (NULL host is judged by the caller.) */
+bool qr_api_host_is_loopback_name(const char *host);
+
+#endif

@@ -1,0 +1,197 @@
+/* The application object: binds the listener, creates the upstream client and the configured
+ * backend, and owns the process-level behaviour of the daemon -- the access log, SIGTERM/SIGINT
+ * graceful shutdown (stop accepting, let in-flight streams finish up to shutdown_timeout, then
+ * close) and SIGHUP reload of the reloadable settings. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "api/api.h"
+#include "backend/backend.h"
+#include "build_info.h"
+#include "core/http_client.h"
+#include "core/http_server.h"
+#include "core/log.h"
+
+#define SHUTDOWN_TICK_MS 50
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static void access_log(const struct qr_http_access *r, void *arg)
+{
+    QR_LOG(QR_LOG_INFO, "request", QR_LF_S("request_id", r->request_id),
+           QR_LF_S("method", r->method), QR_LF_S("path", r->path), QR_LF_N("status", r->status),
+           QR_LF_N("duration_us", r->duration_us), QR_LF_N("bytes_in", r->bytes_in),
+           QR_LF_N("bytes_out", r->bytes_out), QR_LF_S("peer", r->peer),
+           QR_LF_N("aborted", r->aborted ? 1 : 0));
+}
+
+static void apply_logging(const struct qr_config *cfg)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    enum qr_log_level lv = QR_LOG_INFO;
+    for (int i = 0; i < 4; i++) {
+        if (!strcmp(cfg->log_level, levels[i]))
+            lv = (enum qr_log_level) i;
+    }
+    qr_log_setup(lv, strcmp(cfg->log_format, "text") ? QR_LOG_JSON : QR_LOG_TEXT);
+}
+
+static void shutdown_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct qr_app *app = arg;
+    unsigned n = qr_http_server_in_flight(app->http);
+    if (n == 0) {
+        QR_LOG0(QR_LOG_INFO, "shutdown complete: no request in flight");
+        event_base_loopexit(app->base, NULL);
+        return;
+    }
+    if (mono_us() >= app->shutdown_deadline_us) {
+        QR_LOG(QR_LOG_WARN, "shutdown timeout: closing requests still in flight",
+               QR_LF_N("in_flight", n));
+        event_base_loopexit(app->base, NULL);
+        return;
+    }
+    struct timeval tv = {0, SHUTDOWN_TICK_MS * 1000};
+    evtimer_add(app->shutdown_tick, &tv);
+}
+
+void qr_app_shutdown(struct qr_app *app)
+{
+    if (app->shutting_down)
+        return;
+    app->shutting_down = true;
+    app->shutdown_deadline_us = mono_us() + app->cfg->shutdown_timeout_ms * 1000u;
+    QR_LOG(QR_LOG_INFO, "shutting down: no longer accepting connections",
+           QR_LF_N("in_flight", qr_http_server_in_flight(app->http)),
+           QR_LF_N("timeout_ms", app->cfg->shutdown_timeout_ms));
+    qr_http_server_stop_accepting(app->http);
+    shutdown_tick(-1, 0, app);
+}
+
+void qr_app_reload(struct qr_app *app)
+{
+    struct qr_diag warn = {{0}}, diag = {{0}};
+    if (qr_config_reload(app->cfg, app->argc, app->argv, app->envp, &warn, &diag)) {
+        QR_LOG(QR_LOG_ERROR, "reload refused: configuration invalid, keeping the running one",
+               QR_LF_S("error", diag.msg));
+        return;
+    }
+    apply_logging(app->cfg);
+    if (warn.msg[0])
+        QR_LOG(QR_LOG_WARN, "reload: these settings changed but need a restart",
+               QR_LF_S("keys", warn.msg));
+    QR_LOG(QR_LOG_INFO, "configuration reloaded",
+           QR_LF_N("model_mutation", app->cfg->allow_model_mutation),
+           QR_LF_N("auth", app->cfg->auth_token[0] != '\0'));
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct qr_app *app = arg;
+    if (sig == SIGHUP) {
+        qr_app_reload(app);
+        return;
+    }
+    if (app->shutting_down) {
+        QR_LOG0(QR_LOG_WARN, "second signal: exiting now");
+        event_base_loopexit(app->base, NULL);
+        return;
+    }
+    qr_app_shutdown(app);
+}
+
+static void startup_probe_done(struct qr_backend *b, enum qr_err err, const struct qr_diag *diag,
+                               void *arg)
+{
+    if (err)
+        QR_LOG(QR_LOG_WARN, "backend not ready yet", QR_LF_S("backend", b->vt->id),
+               QR_LF_S("detail", diag->msg));
+    else
+        QR_LOG(QR_LOG_INFO, "backend ready", QR_LF_S("backend", b->vt->id));
+}
+
+enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_config *cfg,
+                        struct qr_diag *diag)
+{
+    enum qr_err err;
+    app->base = base;
+    app->cfg = cfg;
+    apply_logging(cfg);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct qr_http_server_opts opts = {
+        .host = cfg->listen_host,
+        .port = cfg->listen_port,
+        .max_header_bytes = cfg->max_header_bytes,
+        .max_headers = 128,
+        .max_connections = (unsigned) cfg->max_connections,
+        .header_timeout_ms = (uint32_t) cfg->header_timeout_ms,
+        .read_timeout_ms = (uint32_t) cfg->read_timeout_ms,
+        .idle_timeout_ms = (uint32_t) cfg->idle_timeout_ms,
+        .write_timeout_ms = (uint32_t) cfg->read_timeout_ms,
+        .out_high_water = 256 * 1024,
+        .handler = qr_api_dispatch,
+        .handler_arg = app,
+        .access_fn = access_log,
+        .access_arg = app,
+    };
+    if ((err = qr_http_client_new(base, diag, &app->client)))
+        goto fail;
+    struct qr_backend_env env = {.base = base, .http = app->client, .config = cfg};
+    if ((err = qr_backend_new(&qr_backend_ollama, &env, diag, &app->backend)))
+        goto fail;
+    if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
+        goto fail;
+    app->sig_term = evsignal_new(base, SIGTERM, on_signal, app);
+    app->sig_int = evsignal_new(base, SIGINT, on_signal, app);
+    app->sig_hup = evsignal_new(base, SIGHUP, on_signal, app);
+    app->shutdown_tick = evtimer_new(base, shutdown_tick, app);
+    if (!app->sig_term || !app->sig_int || !app->sig_hup || !app->shutdown_tick) {
+        err = qr_diag_set(diag, QR_ERR_NOMEM, "cannot create signal events");
+        goto fail;
+    }
+    evsignal_add(app->sig_term, NULL);
+    evsignal_add(app->sig_int, NULL);
+    evsignal_add(app->sig_hup, NULL);
+    QR_LOG(QR_LOG_INFO, "quantum-runtime listening", QR_LF_S("version", QR_VERSION),
+           QR_LF_S("listen", cfg->listen), QR_LF_N("port", qr_http_server_port(app->http)),
+           QR_LF_S("backend", app->backend->vt->kind),
+           QR_LF_N("model_mutation", cfg->allow_model_mutation),
+           QR_LF_N("auth", cfg->auth_token[0] != '\0'));
+    qr_backend_probe(app->backend, 3000, startup_probe_done, NULL);
+    return QR_OK;
+fail:
+    qr_app_cleanup(app);
+    return err;
+}
+
+void qr_app_cleanup(struct qr_app *app)
+{
+    if (app->sig_term)
+        event_free(app->sig_term);
+    if (app->sig_int)
+        event_free(app->sig_int);
+    if (app->sig_hup)
+        event_free(app->sig_hup);
+    if (app->shutdown_tick)
+        event_free(app->shutdown_tick);
+    /* The server first: in-flight requests get their close callbacks and cancel their calls. */
+    if (app->http)
+        qr_http_server_free(app->http);
+    qr_backend_free(app->backend);
+    if (app->client)
+        qr_http_client_free(app->client);
+    app->sig_term = app->sig_int = app->sig_hup = app->shutdown_tick = NULL;
+    app->http = NULL;
+    app->backend = NULL;
+    app->client = NULL;
+}

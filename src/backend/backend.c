@@ -1,0 +1,103 @@
+/* Backend instances: creation through the vtable, the descriptor's common fields, and the probe
+ * wrapper that keeps each instance's state (ready/unavailable) current from real probe results
+ * instead of a hard-coded "unknown". */
+#include "backend/backend.h"
+
+#include <stdlib.h>
+#include <sys/time.h>
+
+#include <yyjson.h>
+
+#include "build_info.h"
+
+const char *qr_backend_state_str(enum qr_backend_state s)
+{
+    switch (s) {
+    case QR_BACKEND_READY:
+        return "ready";
+    case QR_BACKEND_UNAVAILABLE:
+        return "unavailable";
+    case QR_BACKEND_DISABLED:
+        return "disabled";
+    default:
+        return "unknown";
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+enum qr_err qr_backend_new(const struct qr_backend_vtable *vt, const struct qr_backend_env *env,
+                           struct qr_diag *diag, struct qr_backend **out)
+{
+    if (vt->version != QR_BACKEND_VTABLE_V1 || vt->instance_size < sizeof(struct qr_backend))
+        return qr_diag_set(diag, QR_ERR_INTERNAL, "backend '%s': unsupported vtable", vt->id);
+    struct qr_backend *b = calloc(1, vt->instance_size);
+    if (!b)
+        return QR_ERR_NOMEM;
+    b->vt = vt;
+    b->env = *env;
+    b->state = QR_BACKEND_UNKNOWN;
+    b->state_since_ms = now_ms();
+    enum qr_err err = vt->open ? vt->open(b, diag) : QR_OK;
+    if (err) {
+        free(b);
+        return err;
+    }
+    *out = b;
+    return QR_OK;
+}
+
+void qr_backend_free(struct qr_backend *b)
+{
+    if (!b)
+        return;
+    if (b->vt->close)
+        b->vt->close(b);
+    free(b);
+}
+
+void qr_backend_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
+{
+    yyjson_mut_obj_add_str(doc, obj, "contract_version", QR_BACKEND_CONTRACT);
+    yyjson_mut_obj_add_str(doc, obj, "id", b->vt->id);
+    yyjson_mut_obj_add_str(doc, obj, "kind", b->vt->kind);
+    yyjson_mut_obj_add_str(doc, obj, "adapter_version", QR_VERSION);
+    yyjson_mut_obj_add_str(doc, obj, "state", qr_backend_state_str(b->state));
+    b->vt->describe(b, doc, obj);
+}
+
+struct probe_ctx {
+    qr_backend_probe_fn cb;
+    void *arg;
+};
+
+static void probe_done(struct qr_backend *b, enum qr_err err, const struct qr_diag *diag, void *arg)
+{
+    struct probe_ctx ctx = *(struct probe_ctx *) arg;
+    free(arg);
+    enum qr_backend_state s = err ? QR_BACKEND_UNAVAILABLE : QR_BACKEND_READY;
+    if (s != b->state) {
+        b->state = s;
+        b->state_since_ms = now_ms();
+    }
+    ctx.cb(b, err, diag, ctx.arg);
+}
+
+enum qr_err qr_backend_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backend_probe_fn cb,
+                             void *arg)
+{
+    struct probe_ctx *ctx = malloc(sizeof(*ctx));
+    if (!ctx)
+        return QR_ERR_NOMEM;
+    ctx->cb = cb;
+    ctx->arg = arg;
+    enum qr_err err = b->vt->probe(b, timeout_ms, probe_done, ctx);
+    if (err)
+        free(ctx);
+    return err;
+}

@@ -1,0 +1,178 @@
+/* quantum-runtime: the command-line entry point. One table lists every subcommand with its
+ * handler and help line; later subcommands are one row each. Subcommands that print data take
+ * --json. Configuration errors exit 2, as the predecessor did. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "api/api.h"
+#include "build_info.h"
+#include "core/config.h"
+#include "core/log.h"
+
+extern char **environ;
+
+#define EXIT_CONFIG 2
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;
+    const char *help;
+};
+
+static int cmd_serve(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+static int cmd_check_config(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const struct command commands[] = {
+    {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
+     "run the daemon (Ollama /api/*, native /v1/*, /healthz, /readyz)"},
+    {"version", cmd_version, "version [--json]", "print the version, commit and build date"},
+    {"check-config", cmd_check_config, "check-config [--json] [--config FILE] [OPTIONS]",
+     "validate the configuration and print it with secrets redacted"},
+    {"help", cmd_help, "help", "show this help"},
+};
+
+/* Remove --json from argv (in place) and report whether it was there. */
+static bool take_json_flag(int *argc, char **argv)
+{
+    bool found = false;
+    int w = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            found = true;
+        else
+            argv[w++] = argv[i];
+    }
+    *argc = w;
+    return found;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Quantum Runtime %s -- engine-neutral local inference runtime\n\n", QR_VERSION);
+    fprintf(out, "usage: quantum-runtime <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < QR_ARRAY_LEN(commands); i++)
+        fprintf(out, "  %-48s %s\n", commands[i].usage, commands[i].help);
+    fprintf(out, "\noptions (serve, check-config); each also reads its environment variable and "
+                 "the --config JSON file key:\n");
+    fprintf(out, "  %-26s %s\n", "--config FILE", "JSON object of the settings below (file keys)");
+    qr_config_print_help(out);
+    fprintf(out, "\nprecedence: flag > environment > config file > default. "
+                 "Bad configuration exits 2.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    usage(stdout);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    bool json = take_json_flag(&argc, argv);
+    if (argc > 0) {
+        fprintf(stderr, "quantum-runtime version: unexpected argument '%s'\n", argv[0]);
+        return EXIT_CONFIG;
+    }
+    if (json)
+        printf("{\"name\":\"Quantum Runtime\",\"version\":\"%s\",\"commit\":\"%s\","
+               "\"build_date\":\"%s\"}\n",
+               QR_VERSION, QR_COMMIT, QR_BUILD_DATE);
+    else
+        printf("Quantum Runtime %s (%s, %s)\n", QR_VERSION, QR_COMMIT, QR_BUILD_DATE);
+    return 0;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    }
+    return false;
+}
+
+static int cmd_check_config(int argc, char **argv)
+{
+    bool json = take_json_flag(&argc, argv);
+    if (wants_help(argc, argv))
+        return cmd_help(0, NULL);
+    struct qr_config cfg;
+    struct qr_diag diag = {{0}};
+    if (qr_config_load(&cfg, argc, argv, environ, &diag)) {
+        if (json)
+            printf("{\"valid\":false,\"error\":\"%s\"}\n", diag.msg); /* diag has no quotes */
+        fprintf(stderr, "quantum-runtime: invalid configuration: %s\n", diag.msg);
+        return EXIT_CONFIG;
+    }
+    qr_config_print(&cfg, json, stdout);
+    qr_config_cleanup(&cfg);
+    return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    if (wants_help(argc, argv))
+        return cmd_help(0, NULL);
+    struct qr_config cfg;
+    struct qr_diag diag = {{0}};
+    if (qr_config_load(&cfg, argc, argv, environ, &diag)) {
+        fprintf(stderr, "quantum-runtime: invalid configuration: %s\n", diag.msg);
+        return EXIT_CONFIG;
+    }
+    struct event_base *base = event_base_new();
+    if (!base) {
+        fprintf(stderr, "quantum-runtime: cannot create the event loop\n");
+        qr_config_cleanup(&cfg);
+        return 1;
+    }
+    struct qr_app app = {.argc = argc, .argv = argv, .envp = environ};
+    int rc = 0;
+    if (qr_app_init(&app, base, &cfg, &diag)) {
+        QR_LOG(QR_LOG_ERROR, "cannot start", QR_LF_S("error", diag.msg));
+        fprintf(stderr, "quantum-runtime: cannot start: %s\n", diag.msg);
+        rc = 1;
+    } else {
+        event_base_dispatch(base);
+        rc = app.exit_code;
+        qr_app_cleanup(&app);
+        QR_LOG0(QR_LOG_INFO, "stopped");
+    }
+    event_base_free(base);
+    qr_config_cleanup(&cfg);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    /* The predecessor's flag forms keep working: -version, -check-config. Flags without a
+     * command mean serve. */
+    const char *name = "serve";
+    int first = 1;
+    if (argc > 1) {
+        const char *a = argv[1];
+        first = 2;
+        if (!strcmp(a, "-version") || !strcmp(a, "--version"))
+            name = "version";
+        else if (!strcmp(a, "-check-config") || !strcmp(a, "--check-config"))
+            name = "check-config";
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            name = "help";
+        else if (a[0] == '-')
+            first = 1;
+        else
+            name = a;
+    }
+    for (size_t i = 0; i < QR_ARRAY_LEN(commands); i++) {
+        if (!strcmp(commands[i].name, name))
+            return commands[i].fn(argc - first, argv + first);
+    }
+    fprintf(stderr, "quantum-runtime: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return EXIT_CONFIG;
+}

@@ -1,0 +1,107 @@
+/* The Runtime's configuration: one declarative table (config.c) drives defaults, validation,
+ * environment variables (QUANTUM_RUNTIME_*), the optional JSON config file, command-line flags,
+ * `--help`, `check-config` and SIGHUP reload.
+ *
+ * Precedence, lowest first: built-in default < config file < environment < command-line flag.
+ * Every value remembers where it came from, so `check-config` can say so. */
+#ifndef QR_CORE_CONFIG_H
+#define QR_CORE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+
+enum qr_config_source {
+    QR_SRC_DEFAULT = 0,
+    QR_SRC_FILE = 1,
+    QR_SRC_ENV = 2,
+    QR_SRC_FLAG = 3,
+};
+
+/* Table-driven keys; the order is the order of --help and check-config. */
+enum qr_config_key {
+    QR_CFG_LISTEN,
+    QR_CFG_BACKEND,
+    QR_CFG_OLLAMA_URL,
+    QR_CFG_UPSTREAM_TIMEOUT,
+    QR_CFG_MAX_REQUEST_BYTES,
+    QR_CFG_ALLOW_MODEL_MUTATION,
+    QR_CFG_AUTH_TOKEN,
+    QR_CFG_STATE_DIR,
+    QR_CFG_MODELS_DIR,
+    QR_CFG_LOG_FORMAT,
+    QR_CFG_LOG_LEVEL,
+    QR_CFG_MAX_CONNECTIONS,
+    QR_CFG_MAX_HEADER_BYTES,
+    QR_CFG_HEADER_TIMEOUT,
+    QR_CFG_READ_TIMEOUT,
+    QR_CFG_IDLE_TIMEOUT,
+    QR_CFG_SHUTDOWN_TIMEOUT,
+    QR_CFG__COUNT
+};
+
+struct qr_config {
+    /* listen, split and classified */
+    char *listen;
+    char *listen_host; /* without brackets */
+    uint16_t listen_port;
+    bool listen_loopback;
+
+    char *backend; /* "ollama" */
+    char *ollama_url;
+    uint64_t upstream_timeout_ms;
+    uint64_t max_request_bytes;
+    bool allow_model_mutation;
+    char *auth_token; /* secret: never logged or printed */
+    char *state_dir;
+    char *models_dir;
+    char *log_format; /* "json" | "text" */
+    char *log_level;  /* "debug" | "info" | "warn" | "error" */
+    uint64_t max_connections;
+    uint64_t max_header_bytes;
+    uint64_t header_timeout_ms;
+    uint64_t read_timeout_ms;
+    uint64_t idle_timeout_ms;
+    uint64_t shutdown_timeout_ms;
+
+    char *config_file;        /* path given with --config, or NULL */
+    char *raw[QR_CFG__COUNT]; /* canonical text of each value (owned), for printing and reload */
+    enum qr_config_source source[QR_CFG__COUNT];
+};
+
+/* Load defaults, then the file named by --config (if any), then the environment (envp-style array,
+ * NULL-terminated; pass `environ`), then the flags in argv[0..argc). Validates everything.
+ * On error diag names the key as the user wrote it (env variable, flag or file key) and the
+ * function returns QR_ERR_CONFIG; cfg is then cleaned up. Unknown flags are errors. */
+enum qr_err qr_config_load(struct qr_config *cfg, int argc, char **argv, char **envp,
+                           struct qr_diag *diag);
+
+/* Re-read the same sources (file, environment, flags) into a fresh config and copy over the keys
+ * marked reloadable; keys that changed but need a restart are listed in diag (warning text) and
+ * left alone. Returns QR_ERR_CONFIG (cfg untouched) when the new configuration is invalid. */
+enum qr_err qr_config_reload(struct qr_config *cfg, int argc, char **argv, char **envp,
+                             struct qr_diag *warn, struct qr_diag *diag);
+
+void qr_config_cleanup(struct qr_config *cfg);
+
+/* The check-config report: text form (`key=value` lines plus the predecessor's summary line) or
+ * JSON (`{"valid":true,"config":{key:{"value":..,"source":..,"env":..}}}`); secrets redacted. */
+void qr_config_print(const struct qr_config *cfg, bool json, FILE *out);
+
+/* Option help for --help, generated from the table. */
+void qr_config_print_help(FILE *out);
+
+/* Parsers shared with tests and other subsystems. All return QR_ERR_CONFIG on bad input. */
+enum qr_err qr_config_parse_duration_ms(const char *s, uint64_t *out_ms);
+enum qr_err qr_config_parse_bytes(const char *s, uint64_t *out);
+enum qr_err qr_config_parse_bool(const char *s, bool *out);
+/* host:port, [v6]:port, :port (all interfaces, i.e. not loopback). Hosts are copied into out_host
+ * (caller frees). Loopback = "localhost" (any case) or a 127.0.0.0/8 or ::1 literal. */
+enum qr_err qr_config_parse_listen(const char *s, char **out_host, uint16_t *out_port,
+                                   bool *out_loopback);
+/* http(s) URL with a host, no userinfo, no fragment. */
+enum qr_err qr_config_check_url(const char *s, struct qr_diag *diag);
+
+#endif
