@@ -31,7 +31,7 @@ static void access_log(const struct qr_http_access *r, void *arg)
            QR_LF_S("method", r->method), QR_LF_S("path", r->path), QR_LF_N("status", r->status),
            QR_LF_N("duration_us", r->duration_us), QR_LF_N("bytes_in", r->bytes_in),
            QR_LF_N("bytes_out", r->bytes_out), QR_LF_S("peer", r->peer),
-           QR_LF_N("aborted", r->aborted ? 1 : 0));
+           QR_LF_B("aborted", r->aborted));
 }
 
 static void apply_logging(const struct qr_config *cfg)
@@ -90,8 +90,8 @@ void qr_app_reload(struct qr_app *app)
         QR_LOG(QR_LOG_WARN, "reload: these settings changed but need a restart",
                QR_LF_S("keys", warn.msg));
     QR_LOG(QR_LOG_INFO, "configuration reloaded",
-           QR_LF_N("model_mutation", app->cfg->allow_model_mutation),
-           QR_LF_N("auth", app->cfg->auth_token[0] != '\0'));
+           QR_LF_B("model_mutation", app->cfg->allow_model_mutation),
+           QR_LF_B("auth", app->cfg->auth_token[0] != '\0'));
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -165,8 +165,8 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     QR_LOG(QR_LOG_INFO, "quantum-runtime listening", QR_LF_S("version", QR_VERSION),
            QR_LF_S("listen", cfg->listen), QR_LF_N("port", qr_http_server_port(app->http)),
            QR_LF_S("backend", app->backend->vt->kind),
-           QR_LF_N("model_mutation", cfg->allow_model_mutation),
-           QR_LF_N("auth", cfg->auth_token[0] != '\0'));
+           QR_LF_B("model_mutation", cfg->allow_model_mutation),
+           QR_LF_B("auth", cfg->auth_token[0] != '\0'));
     qr_backend_probe(app->backend, 3000, startup_probe_done, NULL);
     return QR_OK;
 fail:

@@ -98,6 +98,8 @@ void qr_log_write(enum qr_log_level level, const char *msg, const struct qr_log_
             puts_(&l, ":");
             if (fields[i].str) {
                 put_json_str(&l, fields[i].str);
+            } else if (fields[i].is_bool) {
+                puts_(&l, fields[i].num ? "true" : "false");
             } else {
                 snprintf(num, sizeof(num), "%" PRId64, fields[i].num);
                 puts_(&l, num);
@@ -117,6 +119,8 @@ void qr_log_write(enum qr_log_level level, const char *msg, const struct qr_log_
             puts_(&l, "=");
             if (fields[i].str) {
                 put_text_val(&l, fields[i].str);
+            } else if (fields[i].is_bool) {
+                puts_(&l, fields[i].num ? "true" : "false");
             } else {
                 snprintf(num, sizeof(num), "%" PRId64, fields[i].num);
                 puts_(&l, num);

@@ -21,10 +21,12 @@ struct qr_log_field {
     const char *key;
     const char *str; /* used when non-NULL */
     int64_t num;     /* used when str is NULL */
+    bool is_bool;    /* num is a boolean: written true/false */
 };
 
-#define QR_LF_S(k, v) ((struct qr_log_field){(k), (v) ? (v) : "", 0})
-#define QR_LF_N(k, v) ((struct qr_log_field){(k), NULL, (int64_t) (v)})
+#define QR_LF_S(k, v) ((struct qr_log_field){(k), (v) ? (v) : "", 0, false})
+#define QR_LF_N(k, v) ((struct qr_log_field){(k), NULL, (int64_t) (v), false})
+#define QR_LF_B(k, v) ((struct qr_log_field){(k), NULL, (v) ? 1 : 0, true})
 
 /* Write one line with msg and n fields. Prefer the QR_LOG macro. */
 void qr_log_write(enum qr_log_level level, const char *msg, const struct qr_log_field *fields,
@@ -33,7 +35,7 @@ void qr_log_write(enum qr_log_level level, const char *msg, const struct qr_log_
 #define QR_LOG(level, msg, ...)                                                                    \
     do {                                                                                           \
         if ((level) >= qr_log_min_level) {                                                         \
-            const struct qr_log_field qr__f[] = {{NULL, NULL, 0}, __VA_ARGS__};                    \
+            const struct qr_log_field qr__f[] = {{NULL, NULL, 0, false}, __VA_ARGS__};             \
             qr_log_write((level), (msg), qr__f + 1, sizeof(qr__f) / sizeof(qr__f[0]) - 1);         \
         }                                                                                          \
     } while (0)

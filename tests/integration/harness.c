@@ -151,6 +151,12 @@ void qr_t_replay_start(struct qr_child *c)
 
 void qr_t_daemon_start(struct qr_child *c, uint16_t upstream_port, const char *const *env_extra)
 {
+    qr_t_daemon_start_args(c, upstream_port, env_extra, NULL);
+}
+
+void qr_t_daemon_start_args(struct qr_child *c, uint16_t upstream_port,
+                            const char *const *env_extra, const char *const *args)
+{
     memset(c, 0, sizeof(*c));
     make_dir(c, "daemon");
     static char listen[] = "QUANTUM_RUNTIME_LISTEN=127.0.0.1:0";
@@ -171,7 +177,11 @@ void qr_t_daemon_start(struct qr_child *c, uint16_t upstream_port, const char *c
     for (const char *const *e = env_extra; e && *e && n < 126; e++)
         envp[n++] = (char *) *e;
     envp[n] = NULL;
-    char *argv[] = {QR_TEST_DAEMON, "serve", NULL};
+    char *argv[32] = {QR_TEST_DAEMON, "serve"};
+    size_t a = 2;
+    for (const char *const *p = args; p && *p && a < 31; p++)
+        argv[a++] = (char *) *p;
+    argv[a] = NULL;
     spawn(c, argv, envp);
     c->port = wait_port(c, c->log, "\"port\":");
 }
@@ -345,4 +355,43 @@ char *qr_t_raw(uint16_t port, const char *raw, size_t len, int timeout_ms)
     buf[got] = '\0';
     close(fd);
     return buf;
+}
+
+int qr_t_run(char *const argv[], const char *const *env_extra, int timeout_ms, char **out)
+{
+    struct qr_child c;
+    memset(&c, 0, sizeof(c));
+    make_dir(&c, "run");
+    char *envp[128];
+    size_t n = 0;
+    for (char **e = environ; *e && n < 100; e++) {
+        if (strncmp(*e, "QUANTUM_RUNTIME_", 16))
+            envp[n++] = *e;
+    }
+    for (const char *const *e = env_extra; e && *e && n < 126; e++)
+        envp[n++] = (char *) *e;
+    envp[n] = NULL;
+    spawn(&c, argv, envp);
+    double deadline = now_ms() + timeout_ms;
+    int st = 0, rc = -1;
+    for (;;) {
+        if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            break;
+        }
+        if (now_ms() > deadline) {
+            kill(c.pid, SIGKILL);
+            waitpid(c.pid, &st, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (live[i] == c.pid)
+            live[i] = 0;
+    }
+    *out = qr_t_read_file(c.log, NULL);
+    if (!*out)
+        *out = calloc(1, 1);
+    return rc;
 }

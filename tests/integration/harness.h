@@ -24,6 +24,15 @@ void qr_t_replay_start(struct qr_child *c);
  * ("NAME=value", NULL-terminated, may be NULL). Waits until it logs its port. */
 void qr_t_daemon_start(struct qr_child *c, uint16_t upstream_port, const char *const *env_extra);
 
+/* Same, with extra command-line arguments after `serve` (NULL-terminated, may be NULL). */
+void qr_t_daemon_start_args(struct qr_child *c, uint16_t upstream_port,
+                            const char *const *env_extra, const char *const *args);
+
+/* Run a command to completion (bounded by timeout_ms), capturing stdout+stderr into *out
+ * (malloc'd). env_extra entries are added to the inherited environment. Returns the exit
+ * status, or -1 on timeout. */
+int qr_t_run(char *const argv[], const char *const *env_extra, int timeout_ms, char **out);
+
 /* Send sig and wait up to timeout_ms for exit; returns the exit status (128+sig if killed by a
  * signal, -1 if it had to be SIGKILLed). */
 int qr_t_stop(struct qr_child *c, int sig, int timeout_ms);

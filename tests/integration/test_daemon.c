@@ -1,0 +1,246 @@
+/* The real binary as an operator meets it: the CLI (version, check-config, exit codes), SIGHUP
+ * reload, the connection limit, the header timeout, and the access log. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <yyjson.h>
+
+#include "build_info.h"
+#include "harness.h"
+
+static struct qr_child replay;
+
+static int setup(void **state)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    qr_t_replay_start(&replay);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    qr_t_stop(&replay, SIGTERM, 5000);
+    curl_global_cleanup();
+    return 0;
+}
+
+static int run(const char *const *env, char **out, const char *a1, const char *a2,
+               const char *a3)
+{
+    char *argv[] = {QR_TEST_DAEMON, (char *) a1, (char *) a2, (char *) a3, NULL};
+    return qr_t_run(argv, env, 20000, out);
+}
+
+static void test_version(void **state)
+{
+    char *out;
+    assert_int_equal(run(NULL, &out, "version", NULL, NULL), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "Quantum Runtime %s (", QR_VERSION);
+    assert_memory_equal(out, want, strlen(want));
+    assert_string_equal(out + strlen(out) - 2, ")\n");
+    assert_non_null(strstr(out, ", "));
+    assert_ptr_equal(strchr(out, '\n'), out + strlen(out) - 1); /* exactly one line */
+    free(out);
+    assert_int_equal(run(NULL, &out, "-version", NULL, NULL), 0); /* predecessor spelling */
+    assert_memory_equal(out, want, strlen(want));
+    free(out);
+    assert_int_equal(run(NULL, &out, "version", "--json", NULL), 0);
+    yyjson_doc *doc = yyjson_read(out, strlen(out), 0);
+    assert_non_null(doc);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(yyjson_doc_get_root(doc), "version")),
+                        QR_VERSION);
+    yyjson_doc_free(doc);
+    free(out);
+}
+
+static void test_check_config(void **state)
+{
+    char *out;
+    static const char *const env[] = {"QUANTUM_RUNTIME_AUTH_TOKEN=very-secret-value", NULL};
+    assert_int_equal(run(env, &out, "check-config", NULL, NULL), 0);
+    assert_non_null(strstr(out, "listen=127.0.0.1:11450 (default)"));
+    assert_non_null(strstr(out, "auth_token=<redacted> (env)"));
+    assert_non_null(strstr(out, "auth=true"));
+    assert_null(strstr(out, "very-secret-value"));
+    free(out);
+
+    assert_int_equal(run(env, &out, "check-config", "--json", NULL), 0);
+    assert_null(strstr(out, "very-secret-value"));
+    yyjson_doc *doc = yyjson_read(out, strlen(out), 0);
+    assert_non_null(doc);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    assert_true(yyjson_get_bool(yyjson_obj_get(root, "valid")));
+    yyjson_val *t = yyjson_obj_get(yyjson_obj_get(root, "config"), "upstream_timeout");
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(t, "milliseconds")), 900000);
+    yyjson_doc_free(doc);
+    free(out);
+
+    static const char *const bad[] = {"QUANTUM_RUNTIME_UPSTREAM_TIMEOUT=abc", NULL};
+    assert_int_equal(run(bad, &out, "check-config", NULL, NULL), 2);
+    assert_non_null(strstr(out, "QUANTUM_RUNTIME_UPSTREAM_TIMEOUT: 'abc' is not a duration"));
+    free(out);
+    assert_int_equal(run(NULL, &out, "check-config", "--listen", "nohost"), 2);
+    assert_non_null(strstr(out, "--listen: 'nohost' is not host:port"));
+    free(out);
+}
+
+static void test_serve_refuses_bad_setups(void **state)
+{
+    char *out;
+    static const char *const open_bind[] = {"QUANTUM_RUNTIME_LISTEN=0.0.0.0:0", NULL};
+    assert_int_equal(run(open_bind, &out, "serve", NULL, NULL), 2);
+    assert_non_null(strstr(out, "QUANTUM_RUNTIME_AUTH_TOKEN: required when listening on the "
+                                "non-loopback address '0.0.0.0:0'"));
+    free(out);
+
+    /* a port already taken: exit 1 naming the address */
+    char env_listen[64];
+    snprintf(env_listen, sizeof(env_listen), "QUANTUM_RUNTIME_LISTEN=127.0.0.1:%u", replay.port);
+    const char *const taken[] = {env_listen, NULL};
+    assert_int_equal(run(taken, &out, "serve", NULL, NULL), 1);
+    assert_non_null(strstr(out, "cannot bind"));
+    free(out);
+
+    assert_int_equal(run(NULL, &out, "no-such-command", NULL, NULL), 2);
+    assert_non_null(strstr(out, "unknown command 'no-such-command'"));
+    free(out);
+    assert_int_equal(run(NULL, &out, "serve", "--bogus", NULL), 2);
+    assert_non_null(strstr(out, "unknown option '--bogus'"));
+    free(out);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_sighup_reload(void **state)
+{
+    char path[] = "/tmp/qr-reload-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "{\"allow_model_mutation\":false}");
+    const char *const args[] = {"--config", path, NULL};
+    struct qr_child d;
+    qr_t_daemon_start_args(&d, replay.port, NULL, args);
+    struct qr_t_resp r;
+    qr_t_request("DELETE", d.port, "/api/delete", NULL, "{\"model\":\"x\"}", 13, &r);
+    assert_int_equal(r.status, 403);
+    qr_t_resp_free(&r);
+
+    write_file(path, "{\"allow_model_mutation\":true,\"max_connections\":7}");
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !qr_t_log_contains(&d, "configuration reloaded"); i++)
+        usleep(10000);
+    assert_true(qr_t_log_contains(&d, "need a restart"));
+    qr_t_request("DELETE", d.port, "/api/delete", NULL, "{\"model\":\"x\"}", 13, &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+
+    /* an invalid file is refused and the running configuration stays */
+    write_file(path, "{\"allow_model_mutation\":\"perhaps\"}");
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !qr_t_log_contains(&d, "reload refused"); i++)
+        usleep(10000);
+    assert_true(qr_t_log_contains(&d, "reload refused"));
+    qr_t_request("DELETE", d.port, "/api/delete", NULL, "{\"model\":\"x\"}", 13, &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    unlink(path);
+}
+
+static int connect_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *) &a, sizeof(a)), 0);
+    return fd;
+}
+
+static void test_connection_limit_and_header_timeout(void **state)
+{
+    static const char *const env[] = {"QUANTUM_RUNTIME_MAX_CONNECTIONS=2",
+                                      "QUANTUM_RUNTIME_HEADER_TIMEOUT=400ms", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, env);
+    int a = connect_port(d.port), b = connect_port(d.port);
+    usleep(100000); /* let the daemon accept both */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    char *resp = qr_t_raw(d.port, req, strlen(req), 3000);
+    assert_non_null(strstr(resp, "HTTP/1.1 503"));
+    assert_non_null(strstr(resp, "\"code\":\"server_busy\""));
+    assert_non_null(strstr(resp, "X-Quantum-Request-ID: "));
+    free(resp);
+    close(a);
+    close(b);
+    usleep(100000);
+    /* a slow head: 408 in the error shape once the header timeout passes */
+    const char *partial = "GET /healthz HTTP/1.1\r\nHost: 127";
+    resp = qr_t_raw(d.port, partial, strlen(partial), 3000);
+    assert_non_null(strstr(resp, "HTTP/1.1 408"));
+    assert_non_null(strstr(resp, "\"code\":\"request_timeout\""));
+    free(resp);
+    /* and the daemon still serves */
+    struct qr_t_resp r;
+    qr_t_request("GET", d.port, "/healthz", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+}
+
+static void test_access_log(void **state)
+{
+    static const char *const env[] = {"QUANTUM_RUNTIME_AUTH_TOKEN=log-secret-token", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, env);
+    const char *const hdrs[] = {"Authorization: Bearer log-secret-token", NULL};
+    struct qr_t_resp r;
+    const char *body = "{\"model\":\"m\",\"prompt\":\"body-marker-xyz\"}";
+    qr_t_request("POST", d.port, "/api/generate", hdrs, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    char *rid = qr_t_header(&r, "X-Quantum-Request-ID");
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    char *log = qr_t_read_file(d.log, NULL);
+    char want[128];
+    snprintf(want, sizeof(want), "\"request_id\":\"%s\",\"method\":\"POST\",\"path\":"
+             "\"/api/generate\",\"status\":200", rid);
+    assert_non_null(strstr(log, want));
+    assert_null(strstr(log, "log-secret-token"));
+    assert_null(strstr(log, "body-marker-xyz"));
+    free(log);
+    free(rid);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_check_config),
+        cmocka_unit_test(test_serve_refuses_bad_setups),
+        cmocka_unit_test(test_sighup_reload),
+        cmocka_unit_test(test_connection_limit_and_header_timeout),
+        cmocka_unit_test(test_access_log),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
