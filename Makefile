@@ -48,7 +48,7 @@ test-asan: asan
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(CTEST_JOBS)
 
-FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 
 format:
 	clang-format -i $(FORMAT_FILES)

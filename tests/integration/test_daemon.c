@@ -37,8 +37,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int run(const char *const *env, char **out, const char *a1, const char *a2,
-               const char *a3)
+static int run(const char *const *env, char **out, const char *a1, const char *a2, const char *a3)
 {
     char *argv[] = {QR_TEST_DAEMON, (char *) a1, (char *) a2, (char *) a3, NULL};
     return qr_t_run(argv, env, 20000, out);
@@ -223,8 +222,10 @@ static void test_access_log(void **state)
     assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
     char *log = qr_t_read_file(d.log, NULL);
     char want[128];
-    snprintf(want, sizeof(want), "\"request_id\":\"%s\",\"method\":\"POST\",\"path\":"
-             "\"/api/generate\",\"status\":200", rid);
+    snprintf(want, sizeof(want),
+             "\"request_id\":\"%s\",\"method\":\"POST\",\"path\":"
+             "\"/api/generate\",\"status\":200",
+             rid);
     assert_non_null(strstr(log, want));
     assert_null(strstr(log, "log-secret-token"));
     assert_null(strstr(log, "body-marker-xyz"));

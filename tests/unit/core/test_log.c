@@ -76,7 +76,8 @@ static void test_json_line(void **state)
 static void test_text_line(void **state)
 {
     char *out = capture(emit_text);
-    assert_non_null(strstr(out, " level=warn msg=\"two words\" a=plain b=\"has space\" n=-5 ok=true\n"));
+    assert_non_null(
+        strstr(out, " level=warn msg=\"two words\" a=plain b=\"has space\" n=-5 ok=true\n"));
     qr_log_setup(QR_LOG_INFO, QR_LOG_JSON);
 }
 
