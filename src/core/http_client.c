@@ -24,6 +24,7 @@
 #define HC_MAX_HEADER_BYTES (1024 * 1024) /* all response header lines of one call */
 #define HC_MAX_HEADERS      4096          /* header fields of the final response */
 #define HC_MAX_CONNECTS     32L           /* idle connections kept in the pool */
+#define HC_SPARE_EASY       16            /* easy handles kept for reuse */
 #define HC_MAX_METHOD       32
 
 enum call_state {
@@ -84,6 +85,8 @@ struct qr_http_client {
     struct sock *socks;
     unsigned depth; /* our event callbacks on the stack; frees wait for 0 */
     bool need_reap;
+    CURL *spare[HC_SPARE_EASY]; /* reset easy handles kept for reuse: curl_easy_init is costly */
+    unsigned n_spare;
 };
 
 /* --- process-wide init ------------------------------------------------------------------------ */
@@ -533,6 +536,11 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
         }
         call->in_multi = true;
         call->state = CALL_ACTIVE;
+        /* Start the transfer in this loop pass rather than on curl's 0 ms timer in the next:
+         * one epoll_wait fewer per request. Callbacks are fine here (depth is raised). */
+        int running = 0;
+        curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        check_done(c);
     } else if (call->want_resume && !call->paused) {
         call->want_resume = false;
         call->curl_paused = false;
@@ -595,6 +603,8 @@ void qr_http_client_free(struct qr_http_client *c)
     while (c->calls)
         call_destroy(c->calls);
     curl_multi_cleanup(c->multi); /* closes pooled connections */
+    while (c->n_spare)
+        curl_easy_cleanup(c->spare[--c->n_spare]);
     while (c->socks)
         sock_free(c, c->socks);
     event_free(c->timer);
@@ -614,8 +624,13 @@ unsigned qr_http_client_in_flight(const struct qr_http_client *c)
 /* Free everything a call owns; the easy handle must be out of the multi handle. */
 static void call_free(struct qr_http_call *call)
 {
-    if (call->easy)
+    struct qr_http_client *c = call->client;
+    if (call->easy && c->n_spare < HC_SPARE_EASY) {
+        curl_easy_reset(call->easy);
+        c->spare[c->n_spare++] = call->easy;
+    } else if (call->easy) {
         curl_easy_cleanup(call->easy);
+    }
     curl_slist_free_all(call->req_headers);
     if (call->kick)
         event_free(call->kick);
@@ -765,7 +780,7 @@ enum qr_err qr_http_call_start(struct qr_http_client *c, const struct qr_http_ca
     qr_buf_init(&call->hbuf, HC_MAX_HEADER_BYTES);
     err = QR_ERR_NOMEM;
     call->safe_url = redact_url(o->url);
-    call->easy = curl_easy_init();
+    call->easy = c->n_spare ? c->spare[--c->n_spare] : curl_easy_init();
     call->kick = event_new(c->base, -1, 0, on_kick, call);
     if (!call->safe_url || !call->easy || !call->kick) {
         qr_diag_set(diag, err, "cannot allocate an upstream call");
