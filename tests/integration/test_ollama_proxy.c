@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -419,6 +420,45 @@ static void test_graceful_shutdown_with_stream(void **state)
     qr_t_resp_free(&b.r);
 }
 
+/* A stream that never ends: after shutdown_timeout the daemon cuts it and still exits 0. */
+struct bg_stall {
+    uint16_t port;
+    struct qr_t_resp r;
+};
+
+static void *stall_thread(void *arg)
+{
+    struct bg_stall *b = arg;
+    const char *body =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"stall-me\"}]}";
+    qr_t_request("POST", b->port, "/api/chat", NULL, body, strlen(body), &b->r);
+    return NULL;
+}
+
+static void test_shutdown_bound_cuts_stuck_stream(void **state)
+{
+    static const char *const env[] = {"QUANTUM_RUNTIME_SHUTDOWN_TIMEOUT=600ms", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, env);
+    struct bg_stall b = {.port = d.port};
+    pthread_t t;
+    pthread_create(&t, NULL, stall_thread, &b);
+    usleep(300000); /* the stream has its first line and now stalls */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = qr_t_stop(&d, SIGTERM, 10000);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(t, NULL);
+    double waited_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_int_equal(rc, 0);
+    assert_true(waited_ms >= 500 && waited_ms < 5000);
+    assert_int_equal(b.r.status, 200);
+    assert_int_not_equal(b.r.curl_rc, CURLE_OK); /* cut, not ended cleanly */
+    assert_non_null(strstr(b.r.body, "\"done\":false"));
+    assert_true(qr_t_log_contains(&d, "shutdown timeout"));
+    qr_t_resp_free(&b.r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_upstream_down_is_502),
         cmocka_unit_test(test_mutation_allowed),
         cmocka_unit_test(test_graceful_shutdown_with_stream),
+        cmocka_unit_test(test_shutdown_bound_cuts_stuck_stream),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
