@@ -61,6 +61,8 @@ format-check:
 
 bench: setup release
 	bench/run-proxy-bench
+	@mkdir -p build/bench
+	build/release/bench/codec_bench --json build/bench/codec.json
 
 FUZZ_SECONDS ?= 60
 fuzz-run: fuzz

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "contract/request.h"
 #include "core/config.h"
 #include "core/err.h"
 
@@ -63,6 +64,22 @@ void qr_api_runtime(struct qr_app *app, struct qr_http_req *req);
 void qr_api_capabilities(struct qr_app *app, struct qr_http_req *req);
 /* Handles every /api/... path: allowlist, method, mutation policy, then the backend. */
 void qr_api_ollama(struct qr_app *app, struct qr_http_req *req);
+
+/* Canonical-contract inference (infer.c): decode with the proto codec, run on the backend,
+ * answer in the same protocol. legacy_embeddings selects Ollama's /api/embeddings form. */
+void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol proto,
+                  enum qr_op op, bool legacy_embeddings);
+
+/* OpenAI routes (openai_routes.c). */
+void qr_api_openai_chat(struct qr_app *app, struct qr_http_req *req);
+void qr_api_openai_completions(struct qr_app *app, struct qr_http_req *req);
+void qr_api_openai_embeddings(struct qr_app *app, struct qr_http_req *req);
+/* GET /v1/models and /v1/models/{id}. */
+void qr_api_openai_models(struct qr_app *app, struct qr_http_req *req);
+
+/* An error in the OpenAI shape {"error":{"message","type","param","code"}}. */
+void qr_api_send_openai_error(struct qr_http_req *req, int status, const char *code,
+                              const char *message);
 
 /* Pure checks, exposed for unit tests. */
 /* Constant-time bearer check of an Authorization header value against token. */

@@ -147,7 +147,9 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     if ((err = qr_http_client_new(base, diag, &app->client)))
         goto fail;
     struct qr_backend_env env = {.base = base, .http = app->client, .config = cfg};
-    if ((err = qr_backend_new(&qr_backend_ollama, &env, diag, &app->backend)))
+    const struct qr_backend_vtable *vt =
+        strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai : &qr_backend_ollama;
+    if ((err = qr_backend_new(vt, &env, diag, &app->backend)))
         goto fail;
     if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
         goto fail;

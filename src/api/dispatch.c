@@ -13,6 +13,8 @@
 #include "core/http_server.h"
 
 #define R_PUBLIC 1u /* no auth (health probes) */
+#define R_OPENAI 2u /* OpenAI route: errors in the OpenAI shape */
+#define R_PREFIX 4u /* path is a prefix ("/v1/models/" + id) */
 
 struct route {
     const char *path;
@@ -26,7 +28,35 @@ static const struct route routes[] = {
     {"/readyz", "GET", R_PUBLIC, qr_api_readyz},
     {"/v1/runtime", "GET", 0, qr_api_runtime},
     {"/v1/capabilities", "GET", 0, qr_api_capabilities},
+    {"/v1/chat/completions", "POST", R_OPENAI, qr_api_openai_chat},
+    {"/v1/completions", "POST", R_OPENAI, qr_api_openai_completions},
+    {"/v1/embeddings", "POST", R_OPENAI, qr_api_openai_embeddings},
+    {"/v1/models", "GET", R_OPENAI, qr_api_openai_models},
+    {"/v1/models/", "GET", R_OPENAI | R_PREFIX, qr_api_openai_models},
 };
+
+static bool route_matches(const struct route *r, const char *path)
+{
+    if (r->flags & R_PREFIX)
+        return strncmp(path, r->path, strlen(r->path)) == 0;
+    return strcmp(path, r->path) == 0;
+}
+
+static const struct route *find_route(const char *path)
+{
+    for (size_t i = 0; i < QR_ARRAY_LEN(routes); i++) {
+        if (route_matches(&routes[i], path))
+            return &routes[i];
+    }
+    return NULL;
+}
+
+/* Errors on OpenAI paths use the OpenAI shape, so OpenAI clients can read them. */
+static bool openai_style(const char *path)
+{
+    const struct route *r = find_route(path);
+    return r && (r->flags & R_OPENAI);
+}
 
 static void common_headers(struct qr_http_req *req)
 {
@@ -119,16 +149,20 @@ static bool method_matches(const char *want, const char *got)
     return !strcmp(want, got) || (!strcmp(want, "GET") && !strcmp(got, "HEAD"));
 }
 
-static void send_405(struct qr_http_req *req, const char *allow)
+static void send_405(struct qr_http_req *req, const struct route *r)
 {
-    qr_http_resp_header(req, "Allow", !strcmp(allow, "GET") ? "GET, HEAD" : allow);
-    qr_api_send_err(req, QR_ERR_METHOD, "method not allowed on this route");
+    qr_http_resp_header(req, "Allow", !strcmp(r->method, "GET") ? "GET, HEAD" : r->method);
+    if (r->flags & R_OPENAI)
+        qr_api_send_openai_error(req, 405, "method_not_allowed",
+                                 "method not allowed on this route");
+    else
+        qr_api_send_err(req, QR_ERR_METHOD, "method not allowed on this route");
 }
 
 static void serve_route(struct qr_app *app, struct qr_http_req *req, const struct route *r)
 {
     if (!method_matches(r->method, qr_http_req_method(req))) {
-        send_405(req, r->method);
+        send_405(req, r);
         return;
     }
     r->fn(app, req);
@@ -157,14 +191,17 @@ void qr_api_dispatch(struct qr_http_req *req, void *arg)
     if (app->cfg->auth_token[0] &&
         !qr_api_auth_ok(qr_http_req_header(req, "Authorization"), app->cfg->auth_token)) {
         qr_http_resp_header(req, "WWW-Authenticate", "Bearer realm=\"Quantum Runtime\"");
-        qr_api_send_err(req, QR_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        if (openai_style(path))
+            qr_api_send_openai_error(req, 401, "invalid_api_key",
+                                     "a valid bearer token is required");
+        else
+            qr_api_send_err(req, QR_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return;
     }
-    for (size_t i = 0; i < QR_ARRAY_LEN(routes); i++) {
-        if (!strcmp(path, routes[i].path)) {
-            serve_route(app, req, &routes[i]);
-            return;
-        }
+    const struct route *r = find_route(path);
+    if (r) {
+        serve_route(app, req, r);
+        return;
     }
     if (!strncmp(path, "/api/", 5) || !strcmp(path, "/api")) {
         qr_api_ollama(app, req);

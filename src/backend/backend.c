@@ -8,6 +8,7 @@
 
 #include <yyjson.h>
 
+#include "backend/job.h"
 #include "build_info.h"
 
 const char *qr_backend_state_str(enum qr_backend_state s)
@@ -56,6 +57,7 @@ void qr_backend_free(struct qr_backend *b)
 {
     if (!b)
         return;
+    qr_fetch_cancel_all(b);
     if (b->vt->close)
         b->vt->close(b);
     free(b);

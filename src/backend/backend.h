@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/event.h"
 #include "core/config.h"
 #include "core/err.h"
 
@@ -23,6 +24,10 @@ struct qr_http_client;
 struct qr_http_req;
 struct yyjson_mut_doc;
 struct yyjson_mut_val;
+struct qr_request;
+struct qr_api_error;
+struct qr_job;
+struct qr_fetch;
 
 #define QR_BACKEND_CONTRACT  "quantum.runtime/backend/v1alpha1"
 #define QR_BACKEND_VTABLE_V1 1
@@ -48,6 +53,18 @@ struct qr_backend {
     struct qr_backend_env env;
     enum qr_backend_state state; /* last probe outcome */
     int64_t state_since_ms;      /* wall clock of the last state change */
+    struct qr_fetch *fetches;    /* live qr_fetch calls (backend/job.h), cancelled on free */
+};
+
+/* One model as an engine lists it. */
+struct qr_backend_model {
+    const char *id;         /* the name clients use (Ollama "name", OpenAI "id") */
+    int64_t created;        /* Unix seconds, 0 when unknown */
+    const char *owned_by;   /* "" when unknown */
+    int64_t size_bytes;     /* -1 when unknown */
+    const char *digest;     /* "" when unknown */
+    const char *family;     /* "" when unknown */
+    int64_t context_length; /* -1 when unknown */
 };
 
 /* Probe result: err QR_OK when ready; diag says why not. */
@@ -78,6 +95,20 @@ struct qr_backend_vtable {
      * engine speaks the client's protocol). The adapter takes over the response of req. NULL when
      * the adapter cannot. */
     void (*proxy)(struct qr_backend *b, struct qr_http_req *req, const char *upstream_path);
+
+    /* Run a canonical request on the engine. Events (contract/event.h order) go to fn, from the
+     * event loop, never from inside submit. *out is borrowed by the caller until the DONE/ERROR
+     * event has been delivered or qr_job_cancel was called. A request the engine cannot take is
+     * refused at once with err filled (no events). req must outlive the job. */
+    enum qr_err (*submit)(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                          void *arg, struct qr_job **out, struct qr_api_error *err);
+
+    /* List the engine's models as qr_backend_model rows (asynchronous, like probe). */
+    enum qr_err (*list_models)(struct qr_backend *b, uint32_t timeout_ms,
+                               void (*cb)(struct qr_backend *b, enum qr_err err,
+                                          const struct qr_backend_model *models, size_t n,
+                                          const struct qr_diag *diag, void *arg),
+                               void *arg);
 };
 
 /* Create an instance of vt (zeroed, instance_size bytes) and open it. */
@@ -107,6 +138,27 @@ static inline void qr_backend_proxy(struct qr_backend *b, struct qr_http_req *re
     b->vt->proxy(b, req, upstream_path);
 }
 
+/* True when the adapter runs canonical requests. */
+static inline bool qr_backend_can_submit(const struct qr_backend *b)
+{
+    return b->vt->submit != NULL;
+}
+
+/* Run req on the engine; see the vtable. */
+static inline enum qr_err qr_backend_submit(struct qr_backend *b, const struct qr_request *req,
+                                            qr_event_fn fn, void *arg, struct qr_job **out,
+                                            struct qr_api_error *err)
+{
+    return b->vt->submit(b, req, fn, arg, out, err);
+}
+
+/* Stop a job: no event is delivered afterwards; the job is freed. */
+void qr_job_cancel(struct qr_job *job);
+/* Back-pressure: stop/restart reading the engine's answer. */
+void qr_job_pause(struct qr_job *job);
+void qr_job_resume(struct qr_job *job);
+
 extern const struct qr_backend_vtable qr_backend_ollama;
+extern const struct qr_backend_vtable qr_backend_openai;
 
 #endif

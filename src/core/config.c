@@ -34,7 +34,8 @@ struct key_def {
     const char *help;
 };
 
-static const char *const backend_choices[] = {"ollama", NULL};
+static const char *const backend_choices[] = {"ollama", "openai", NULL};
+static const char *const reasoning_choices[] = {"reasoning_content", "reasoning", NULL};
 static const char *const log_format_choices[] = {"json", "text", NULL};
 static const char *const log_level_choices[] = {"debug", "info", "warn", "error", NULL};
 
@@ -47,10 +48,24 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                        0, 0, NULL, 0,
                        "host:port to serve on; a non-loopback address needs auth_token"},
     [QR_CFG_BACKEND] = {"backend", "QUANTUM_RUNTIME_BACKEND", T_ENUM, OFF(backend), "ollama", 0, 0,
-                        backend_choices, 0, "inference backend for /api/*"},
+                        backend_choices, 0,
+                        "engine behind the APIs: ollama, or openai (an OpenAI-compatible server)"},
     [QR_CFG_OLLAMA_URL] = {"ollama_url", "QUANTUM_RUNTIME_OLLAMA_URL", T_URL, OFF(ollama_url),
                            "http://127.0.0.1:11434", 0, 0, NULL, 0,
                            "base URL of the Ollama daemon that /api/* is forwarded to"},
+    [QR_CFG_OPENAI_URL] = {"openai_url", "QUANTUM_RUNTIME_OPENAI_URL", T_URL, OFF(openai_url),
+                           "http://127.0.0.1:8080", 0, 0, NULL, 0,
+                           "base URL of the OpenAI-compatible engine (llama-server, vLLM, "
+                           "MLX-LM) when backend=openai"},
+    [QR_CFG_OPENAI_API_KEY] = {"openai_api_key", "QUANTUM_RUNTIME_OPENAI_API_KEY", T_STR,
+                               OFF(openai_api_key), "", 0, 4096, NULL, F_SECRET,
+                               "bearer key sent to the OpenAI-compatible engine only"},
+    [QR_CFG_OPENAI_REASONING_FIELD] = {"openai_reasoning_field",
+                                       "QUANTUM_RUNTIME_OPENAI_REASONING_FIELD", T_ENUM,
+                                       OFF(openai_reasoning_field), "reasoning_content", 0, 0,
+                                       reasoning_choices, 0,
+                                       "field the engine reads assistant reasoning from in "
+                                       "history (vLLM >= 0.16 and MLX: reasoning)"},
     [QR_CFG_UPSTREAM_TIMEOUT] = {"upstream_timeout", "QUANTUM_RUNTIME_UPSTREAM_TIMEOUT", T_DURATION,
                                  OFF(upstream_timeout_ms), "15m", 1, 24 * HOUR, NULL, F_RELOADABLE,
                                  "bound on one upstream exchange, streamed body included"},

@@ -25,6 +25,9 @@ enum qr_config_key {
     QR_CFG_LISTEN,
     QR_CFG_BACKEND,
     QR_CFG_OLLAMA_URL,
+    QR_CFG_OPENAI_URL,
+    QR_CFG_OPENAI_API_KEY,
+    QR_CFG_OPENAI_REASONING_FIELD,
     QR_CFG_UPSTREAM_TIMEOUT,
     QR_CFG_MAX_REQUEST_BYTES,
     QR_CFG_ALLOW_MODEL_MUTATION,
@@ -49,8 +52,11 @@ struct qr_config {
     uint16_t listen_port;
     bool listen_loopback;
 
-    char *backend; /* "ollama" */
+    char *backend; /* "ollama" | "openai" */
     char *ollama_url;
+    char *openai_url;
+    char *openai_api_key; /* secret: sent to the OpenAI-compatible engine only */
+    char *openai_reasoning_field;
     uint64_t upstream_timeout_ms;
     uint64_t max_request_bytes;
     bool allow_model_mutation;

@@ -10,6 +10,8 @@
 #include <yyjson.h>
 
 #include "backend/backend.h"
+#include "backend/codec.h"
+#include "backend/job.h"
 #include "build_info.h"
 #include "core/http_client.h"
 #include "core/http_server.h"
@@ -17,11 +19,8 @@
 
 #define MAX_FORWARD_HEADERS 128
 
-struct probe;
-
 struct ollama {
     struct qr_backend base;
-    struct probe *probes; /* live readiness probes, cancelled on close */
 };
 
 /* Request headers never forwarded: hop-by-hop (RFC 9110 7.6.1), the Runtime's own credentials
@@ -327,109 +326,122 @@ static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const ch
     qr_http_req_read_body(req, b->env.config->max_request_bytes, on_body, p);
 }
 
-/* ---- readiness ---- */
+/* ---- readiness, models, canonical requests ---- */
 
 struct probe {
     struct qr_backend *b;
     qr_backend_probe_fn cb;
     void *arg;
-    int status;
-    char *url;
-    struct qr_http_call *call;
-    struct probe *next;
 };
 
-static void probe_unlink(struct probe *pr)
+static void probe_done(enum qr_err err, int status, struct qr_slice body,
+                       const struct qr_diag *diag, void *arg)
 {
-    struct probe **pp = &((struct ollama *) pr->b)->probes;
-    while (*pp && *pp != pr)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = pr->next;
-}
-
-static bool probe_response(struct qr_http_call *call, int status, const struct qr_http_header *h,
-                           size_t n, void *arg)
-{
-    ((struct probe *) arg)->status = status;
-    return true;
-}
-
-static bool probe_data(struct qr_http_call *call, const char *data, size_t len, void *arg)
-{
-    return true; /* the body is not needed; any 2xx means ready */
-}
-
-static void probe_done(struct qr_http_call *call, enum qr_err err, const struct qr_diag *diag,
-                       void *arg)
-{
-    struct probe *pr = arg;
+    struct probe pr = *(struct probe *) arg;
+    free(arg);
     struct qr_diag d = {{0}};
-    if (err == QR_OK && (pr->status < 200 || pr->status > 299))
-        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/version answered %d", pr->status);
+    if (err == QR_OK && (status < 200 || status > 299))
+        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/version answered %d", status);
     else if (err)
-        qr_diag_set(&d, err, "%s", diag ? diag->msg : qr_err_str(err));
-    probe_unlink(pr);
-    pr->cb(pr->b, err, &d, pr->arg);
-    free(pr->url);
-    free(pr);
+        qr_diag_set(&d, err, "%s", diag->msg);
+    pr.cb(pr.b, err, &d, pr.arg);
 }
 
 static enum qr_err ollama_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backend_probe_fn cb,
                                 void *arg)
 {
-    static const struct qr_http_header hdrs[] = {
-        {QR_SLICE_LIT("Accept"), QR_SLICE_LIT("application/json")},
-        {QR_SLICE_LIT("User-Agent"), QR_SLICE_LIT("Quantum-Runtime/" QR_VERSION " readiness")},
-    };
-    struct probe *pr = calloc(1, sizeof(*pr));
+    struct probe *pr = malloc(sizeof(*pr));
     if (!pr)
         return QR_ERR_NOMEM;
-    struct proxy tmp = {0};
-    if (build_url(&tmp, b->env.config->ollama_url, "/api/version")) {
+    *pr = (struct probe){b, cb, arg};
+    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms, 4096,
+                               probe_done, pr);
+    if (err)
         free(pr);
-        return QR_ERR_NOMEM;
-    }
-    pr->b = b;
-    pr->cb = cb;
-    pr->arg = arg;
-    pr->url = tmp.url;
-    struct qr_http_call_opts opts = {
-        .method = "GET",
-        .url = pr->url,
-        .headers = hdrs,
-        .n_headers = QR_ARRAY_LEN(hdrs),
-        .connect_timeout_ms = timeout_ms,
-        .timeout_ms = timeout_ms,
-        .on_response = probe_response,
-        .on_data = probe_data,
-        .on_done = probe_done,
-        .arg = pr,
-    };
-    enum qr_err err = qr_http_call_start(b->env.http, &opts, NULL, &pr->call);
-    if (err) {
-        free(pr->url);
-        free(pr);
-        return err;
-    }
-    pr->next = ((struct ollama *) b)->probes;
-    ((struct ollama *) b)->probes = pr;
-    return QR_OK;
+    return err;
 }
 
-static void ollama_close(struct qr_backend *b)
+static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                                 void *arg, struct qr_job **out, struct qr_api_error *err)
 {
-    struct ollama *o = (struct ollama *) b;
-    struct qr_diag d;
-    qr_diag_set(&d, QR_ERR_CANCELLED, "the runtime is shutting down");
-    while (o->probes) {
-        struct probe *pr = o->probes;
-        o->probes = pr->next;
-        qr_http_call_cancel(pr->call);
-        pr->cb(b, QR_ERR_CANCELLED, &d, pr->arg);
-        free(pr->url);
-        free(pr);
+    struct qr_dialect d;
+    qr_dialect_default(&d, QR_UP_OLLAMA);
+    return qr_job_start_http(b, &d, b->env.config->ollama_url, NULL, req, fn, arg, out, err);
+}
+
+struct list_ctx {
+    struct qr_backend *b;
+    void (*cb)(struct qr_backend *, enum qr_err, const struct qr_backend_model *, size_t,
+               const struct qr_diag *, void *);
+    void *arg;
+};
+
+static const char *str_or(yyjson_val *v, const char *dflt)
+{
+    const char *s = yyjson_get_str(v);
+    return s ? s : dflt;
+}
+
+/* /api/tags -> model rows. */
+static void list_done(enum qr_err err, int status, struct qr_slice body, const struct qr_diag *diag,
+                      void *arg)
+{
+    struct list_ctx ctx = *(struct list_ctx *) arg;
+    free(arg);
+    struct qr_diag d = {{0}};
+    if (err) {
+        ctx.cb(ctx.b, err, NULL, 0, diag, ctx.arg);
+        return;
     }
+    yyjson_doc *doc = status == 200 ? yyjson_read(body.ptr, body.len, 0) : NULL;
+    yyjson_val *models = yyjson_obj_get(yyjson_doc_get_root(doc), "models");
+    if (!yyjson_is_arr(models)) {
+        qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/tags answered %d without a model list", status);
+        ctx.cb(ctx.b, QR_ERR_UPSTREAM, NULL, 0, &d, ctx.arg);
+        yyjson_doc_free(doc);
+        return;
+    }
+    size_t n = yyjson_arr_size(models), i = 0, idx, max;
+    struct qr_backend_model *rows = calloc(n ? n : 1, sizeof(*rows));
+    yyjson_val *m;
+    yyjson_arr_foreach(models, idx, max, m)
+    {
+        const char *name = str_or(yyjson_obj_get(m, "name"), NULL);
+        if (!name)
+            name = str_or(yyjson_obj_get(m, "model"), NULL);
+        if (!name || !rows)
+            continue;
+        yyjson_val *size = yyjson_obj_get(m, "size");
+        rows[i++] = (struct qr_backend_model){
+            .id = name,
+            .created = 0,
+            .owned_by = "ollama",
+            .size_bytes = yyjson_is_int(size) ? yyjson_get_sint(size) : -1,
+            .digest = str_or(yyjson_obj_get(m, "digest"), ""),
+            .family = str_or(yyjson_obj_get(yyjson_obj_get(m, "details"), "family"), ""),
+            .context_length = -1,
+        };
+    }
+    ctx.cb(ctx.b, QR_OK, rows, i, &d, ctx.arg);
+    free(rows);
+    yyjson_doc_free(doc);
+}
+
+static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms,
+                                      void (*cb)(struct qr_backend *, enum qr_err,
+                                                 const struct qr_backend_model *, size_t,
+                                                 const struct qr_diag *, void *),
+                                      void *arg)
+{
+    struct list_ctx *ctx = malloc(sizeof(*ctx));
+    if (!ctx)
+        return QR_ERR_NOMEM;
+    *ctx = (struct list_ctx){b, cb, arg};
+    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms,
+                               16u << 20, list_done, ctx);
+    if (err)
+        free(ctx);
+    return err;
 }
 
 /* ---- description ---- */
@@ -489,8 +501,10 @@ const struct qr_backend_vtable qr_backend_ollama = {
     .kind = "ollama-adapter",
     .instance_size = sizeof(struct ollama),
     .open = NULL,
-    .close = ollama_close,
+    .close = NULL,
     .describe = ollama_describe,
     .probe = ollama_probe,
     .proxy = ollama_proxy,
+    .submit = ollama_submit,
+    .list_models = ollama_list_models,
 };

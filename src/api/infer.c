@@ -1,0 +1,301 @@
+/* Inference through the canonical contract: decode the client's request (Ollama or OpenAI
+ * codec), submit it to the backend, and write the backend's canonical events back in the
+ * client's protocol -- streamed event by event with back-pressure, or aggregated into one body
+ * from the very same events. An error before the first answer byte becomes a proper HTTP error in
+ * the client's shape; after it, an in-band error event (never a clean finish). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "api/codec.h"
+#include "api/ollama_codec.h"
+#include "api/openai_codec.h"
+#include "backend/backend.h"
+#include "build_info.h"
+#include "core/arena.h"
+#include "core/http_server.h"
+#include "core/log.h"
+
+struct infer {
+    struct qr_app *app;
+    struct qr_http_req *req; /* NULL once the client is gone */
+    enum qr_protocol proto;
+    enum qr_op op;
+    bool legacy_embeddings;
+    struct qr_arena arena;
+    struct qr_request creq;
+    struct qr_job *job; /* NULL once finished */
+    union {
+        struct qr_openai_enc oa;
+        struct qr_ollama_enc ol;
+    } enc;
+    struct qr_answer answer; /* non-streamed answers */
+    struct qr_buf out;       /* encoder output not yet written */
+    bool enc_ready;          /* the encoder was initialised */
+    bool started;            /* HTTP response head sent */
+    bool paused;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void infer_free(struct infer *in)
+{
+    if (in->proto == QR_PROTO_OLLAMA && in->enc_ready)
+        qr_ollama_enc_cleanup(&in->enc.ol);
+    qr_answer_cleanup(&in->answer);
+    qr_buf_cleanup(&in->out);
+    qr_arena_cleanup(&in->arena);
+    free(in);
+}
+
+static bool streaming(const struct infer *in)
+{
+    return in->creq.stream && in->op != QR_OP_EMBED;
+}
+
+static void send_api_error(struct qr_http_req *req, enum qr_protocol proto,
+                           const struct qr_api_error *e)
+{
+    struct qr_buf b;
+    qr_buf_init(&b, 0);
+    /* Errors of the inference path look like what the engine's own API would say: OpenAI's
+     * object, or Ollama's {"error":"..."} string that ollama-js turns into its message (the
+     * request id travels in X-Quantum-Request-ID). */
+    if (proto == QR_PROTO_OPENAI)
+        qr_openai_error_body(e, &b);
+    else
+        qr_ollama_error_line(e->message, &b);
+    qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_header(req, "Cache-Control", "no-store");
+    if (proto == QR_PROTO_OPENAI && e->status >= 400 && e->status < 500 && e->status != 408 &&
+        e->status != 409 && e->status != 429)
+        qr_http_resp_header(req, "x-should-retry", "false");
+    qr_http_resp_send(req, e->status, "application/json; charset=utf-8", b.ptr ? b.ptr : "", b.len);
+    qr_buf_cleanup(&b);
+}
+
+static void error_from_event(const struct qr_event *ev, struct qr_api_error *e)
+{
+    qr_api_error_set(e, QR_ERR_UPSTREAM, ev->status ? ev->status : 502,
+                     ev->code.len ? ev->code.ptr : "upstream_error", "", "%.*s",
+                     (int) ev->message.len, ev->message.ptr ? ev->message.ptr : "");
+}
+
+static enum qr_err encode_event(struct infer *in, const struct qr_event *ev)
+{
+    if (in->proto == QR_PROTO_OPENAI)
+        return qr_openai_enc_event(&in->enc.oa, ev, &in->out);
+    return qr_ollama_enc_event(&in->enc.ol, ev, &in->out);
+}
+
+static void start_stream(struct infer *in)
+{
+    struct qr_http_req *req = in->req;
+    qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_header(req, "Cache-Control", "no-cache");
+    qr_http_resp_header(req, "Content-Type",
+                        in->proto == QR_PROTO_OPENAI ? "text/event-stream"
+                                                     : "application/x-ndjson");
+    if (in->proto == QR_PROTO_OPENAI)
+        qr_http_resp_header(req, "X-Accel-Buffering", "no");
+    qr_http_resp_start(req, 200, -1);
+    in->started = true;
+}
+
+static void flush(struct infer *in)
+{
+    if (!in->out.len)
+        return;
+    if (!qr_http_resp_write(in->req, in->out.ptr, in->out.len) && !in->paused && in->job) {
+        in->paused = true;
+        qr_job_pause(in->job);
+    }
+    in->out.len = 0;
+}
+
+/* The request is answered: detach from the HTTP request and free. */
+static void finish(struct infer *in)
+{
+    qr_http_req_set_close_cb(in->req, NULL, NULL);
+    qr_http_resp_set_drain_cb(in->req, NULL, NULL);
+    infer_free(in);
+}
+
+static enum qr_err on_stream_event(struct infer *in, const struct qr_event *ev)
+{
+    if (ev->type == QR_EV_ERROR && !in->started) {
+        struct qr_api_error e;
+        error_from_event(ev, &e);
+        send_api_error(in->req, in->proto, &e);
+        finish(in);
+        return QR_OK;
+    }
+    enum qr_err err = encode_event(in, ev);
+    if (err) {
+        /* The encoder refused (e.g. unparsable tool arguments): tell the client in-band. */
+        struct qr_event fail = {.type = QR_EV_ERROR, .status = 502};
+        fail.code = QR_SLICE_LIT("upstream_error");
+        fail.message = QR_SLICE_LIT("the backend produced output that cannot be translated");
+        in->out.len = 0;
+        if (!in->started) {
+            on_stream_event(in, &fail);
+            return err;
+        }
+        encode_event(in, &fail);
+        flush(in);
+        qr_http_resp_end(in->req);
+        finish(in);
+        return err;
+    }
+    bool final = ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR;
+    if (!in->started && (ev->type == QR_EV_START || ev->type == QR_EV_META))
+        return QR_OK; /* hold the head until we know this is not an early error */
+    if (!in->started)
+        start_stream(in);
+    flush(in);
+    if (final) {
+        in->job = NULL;
+        qr_http_resp_end(in->req);
+        finish(in);
+    }
+    return QR_OK;
+}
+
+static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
+{
+    enum qr_err err = qr_answer_add(&in->answer, ev);
+    if (err && ev->type != QR_EV_ERROR) {
+        struct qr_api_error e;
+        qr_api_error_set(&e, err, err == QR_ERR_TOO_LARGE ? 502 : 500, "upstream_error", "", "%s",
+                         err == QR_ERR_TOO_LARGE ? "the answer is larger than allowed"
+                                                 : "the backend broke the event order");
+        send_api_error(in->req, in->proto, &e);
+        finish(in);
+        return err;
+    }
+    if (ev->type == QR_EV_ERROR) {
+        struct qr_api_error e;
+        error_from_event(ev, &e);
+        send_api_error(in->req, in->proto, &e);
+        finish(in);
+        return QR_OK;
+    }
+    if (ev->type != QR_EV_DONE)
+        return QR_OK;
+    in->job = NULL;
+    err = in->proto == QR_PROTO_OPENAI ? qr_openai_enc_answer(&in->enc.oa, &in->answer, &in->out)
+                                       : qr_ollama_enc_answer(&in->enc.ol, &in->answer, &in->out);
+    if (err) {
+        struct qr_api_error e;
+        if (err == QR_ERR_CANCELLED)
+            qr_api_error_set(&e, err, 499, "cancelled", "", "%s", "the request was cancelled");
+        else
+            qr_api_error_set(&e, err, 502, "upstream_error", "", "%s",
+                             "the backend produced output that cannot be translated");
+        send_api_error(in->req, in->proto, &e);
+        finish(in);
+        return QR_OK;
+    }
+    qr_http_resp_header(in->req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_header(in->req, "Cache-Control", "no-store");
+    qr_http_resp_send(in->req, 200, "application/json; charset=utf-8", in->out.ptr, in->out.len);
+    finish(in);
+    return QR_OK;
+}
+
+static enum qr_err on_event(void *arg, const struct qr_event *ev)
+{
+    struct infer *in = arg;
+    return streaming(in) ? on_stream_event(in, ev) : on_whole_event(in, ev);
+}
+
+static void on_client_gone(struct qr_http_req *req, void *arg)
+{
+    struct infer *in = arg;
+    QR_LOG(QR_LOG_INFO, "client went away, inference cancelled",
+           QR_LF_S("request_id", qr_http_req_id(req)));
+    in->req = NULL;
+    if (in->job)
+        qr_job_cancel(in->job);
+    infer_free(in);
+}
+
+static void on_drain(struct qr_http_req *req, void *arg)
+{
+    struct infer *in = arg;
+    if (in->paused && in->job) {
+        in->paused = false;
+        qr_job_resume(in->job);
+    }
+}
+
+static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    struct infer *in = arg;
+    struct qr_api_error e = {0};
+    if (err) {
+        qr_api_error_set(&e, err, err == QR_ERR_TOO_LARGE ? 413 : 400,
+                         err == QR_ERR_TOO_LARGE ? "request_too_large" : "bad_request", "", "%s",
+                         err == QR_ERR_TOO_LARGE ? "the request body is larger than allowed"
+                                                 : "the request body could not be read");
+        goto fail;
+    }
+    struct qr_decode_limits lim;
+    qr_decode_limits_default(&lim);
+    struct qr_slice body = qr_http_req_body(req);
+    err = in->proto == QR_PROTO_OPENAI
+              ? qr_openai_decode(in->op, body, &lim, &in->arena, &in->creq, &e)
+              : qr_ollama_decode(in->op, in->legacy_embeddings, body, &lim, &in->arena, &in->creq,
+                                 &e);
+    if (err)
+        goto fail;
+    struct qr_enc_env env = {.now_ns = now_ns(), .resp_id = NULL};
+    if (in->proto == QR_PROTO_OPENAI)
+        qr_openai_enc_init(&in->enc.oa, &in->creq, &env);
+    else {
+        qr_ollama_enc_init(&in->enc.ol, &in->creq, &env);
+        in->enc.ol.legacy_embeddings = in->legacy_embeddings;
+    }
+    in->enc_ready = true;
+    struct qr_backend *b = in->app->backend;
+    if (!b || !qr_backend_can_submit(b)) {
+        qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "upstream_unavailable", "",
+                         "no backend can run this request");
+        goto fail;
+    }
+    qr_http_resp_set_drain_cb(req, on_drain, in);
+    if (qr_backend_submit(b, &in->creq, on_event, in, &in->job, &e))
+        goto fail;
+    return;
+fail:
+    send_api_error(req, in->proto, &e);
+    finish(in);
+}
+
+void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol proto,
+                  enum qr_op op, bool legacy_embeddings)
+{
+    struct infer *in = calloc(1, sizeof(*in));
+    if (!in) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    in->app = app;
+    in->req = req;
+    in->proto = proto;
+    in->op = op;
+    in->legacy_embeddings = legacy_embeddings;
+    size_t cap = app->cfg->max_request_bytes;
+    qr_arena_init(&in->arena, cap > (SIZE_MAX / 4) ? SIZE_MAX : cap * 4);
+    qr_answer_init(&in->answer, (size_t) 256 << 20);
+    qr_buf_init(&in->out, 0);
+    qr_http_req_set_close_cb(req, on_client_gone, in);
+    qr_http_req_read_body(req, app->cfg->max_request_bytes, on_body, in);
+}

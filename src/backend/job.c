@@ -1,0 +1,322 @@
+/* Canonical requests over HTTP: one job = encode (backend/codec.h) -> one upstream call
+ * (core/http_client.h) -> decode chunk by chunk into canonical events. Also qr_fetch, the small
+ * bounded GET used for readiness probes and model lists. */
+#include "backend/job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_info.h"
+#include "core/http_client.h"
+
+struct qr_job {
+    struct qr_backend *b;
+    struct qr_dialect dialect;
+    const struct qr_request *req;
+    qr_event_fn fn;
+    void *arg;
+    struct qr_http_call *call;
+    struct qr_upstream_dec *dec;
+    struct qr_buf body;
+    char *url;
+    char auth[4200];
+    struct qr_http_header hdrs[4];
+    size_t n_hdrs;
+    bool final_sent; /* DONE or ERROR went to fn */
+    bool consumer_failed;
+};
+
+static char *join_url(const char *base, const char *path)
+{
+    size_t blen = strlen(base);
+    while (blen && base[blen - 1] == '/')
+        blen--;
+    struct qr_buf b;
+    qr_buf_init(&b, 64 * 1024);
+    if (qr_buf_append(&b, base, blen) || qr_buf_puts(&b, path))
+        return NULL;
+    return qr_buf_take(&b, NULL);
+}
+
+static void job_free(struct qr_job *j)
+{
+    if (j->dec)
+        qr_upstream_dec_free(j->dec);
+    qr_buf_cleanup(&j->body);
+    free(j->url);
+    free(j);
+}
+
+/* Between the decoder and the consumer: note the final event, stop after a consumer failure. */
+static enum qr_err relay(void *arg, const struct qr_event *ev)
+{
+    struct qr_job *j = arg;
+    if (j->final_sent || j->consumer_failed)
+        return QR_ERR_CANCELLED;
+    if (ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR)
+        j->final_sent = true;
+    enum qr_err err = j->fn(j->arg, ev);
+    if (err)
+        j->consumer_failed = true;
+    return err;
+}
+
+static bool on_response(struct qr_http_call *call, int status, const struct qr_http_header *h,
+                        size_t n, void *arg)
+{
+    struct qr_job *j = arg;
+    struct qr_slice ctype = {"", 0};
+    for (size_t i = 0; i < n; i++) {
+        if (qr_slice_eq_nocase(h[i].name, "Content-Type"))
+            ctype = h[i].value;
+    }
+    if (qr_upstream_dec_new(&j->dialect, j->req, status, ctype, &j->dec) != QR_OK)
+        return false;
+    return true;
+}
+
+static bool on_data(struct qr_http_call *call, const char *data, size_t len, void *arg)
+{
+    struct qr_job *j = arg;
+    qr_upstream_dec_feed(j->dec, data, len, relay, j);
+    return !j->consumer_failed;
+}
+
+/* An error before any answer (connect failure, timeout before headers): START + ERROR. */
+static void fail_early(struct qr_job *j, enum qr_err err, const struct qr_diag *diag)
+{
+    struct qr_event ev = {.type = QR_EV_START};
+    ev.name = qr_slice_str(j->b->vt->id);
+    if (relay(j, &ev))
+        return;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = QR_EV_ERROR;
+    bool timeout = err == QR_ERR_UPSTREAM_TIMEOUT;
+    ev.status = timeout ? 504 : 502;
+    ev.code = qr_slice_str(timeout ? "upstream_timeout" : "upstream_error");
+    char msg[700];
+    snprintf(msg, sizeof(msg), "backend '%s' failed: %s", j->b->vt->id,
+             diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+    ev.message = qr_slice_str(msg);
+    ev.retryable = true;
+    relay(j, &ev);
+}
+
+static void on_done(struct qr_http_call *call, enum qr_err err, const struct qr_diag *diag,
+                    void *arg)
+{
+    struct qr_job *j = arg;
+    j->call = NULL;
+    if (!j->consumer_failed) {
+        if (j->dec)
+            qr_upstream_dec_finish(j->dec, err, relay, j);
+        else
+            fail_early(j, err, diag);
+    }
+    job_free(j);
+}
+
+enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
+                              const char *base_url, const char *api_key,
+                              const struct qr_request *req, qr_event_fn fn, void *arg,
+                              struct qr_job **out, struct qr_api_error *err)
+{
+    struct qr_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return qr_api_error_set(err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+    j->b = b;
+    j->dialect = *d;
+    j->req = req;
+    j->fn = fn;
+    j->arg = arg;
+    qr_buf_init(&j->body, d->max_body_bytes ? d->max_body_bytes : (size_t) 256 << 20);
+    const char *path = NULL;
+    enum qr_err e = qr_upstream_encode(&j->dialect, req, &j->body, &path, err);
+    if (e)
+        goto fail;
+    j->url = join_url(base_url, path);
+    if (!j->url) {
+        e = qr_api_error_set(err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+        goto fail;
+    }
+    static const char ua[] = "Quantum-Runtime/" QR_VERSION;
+    j->hdrs[j->n_hdrs++] =
+        (struct qr_http_header){QR_SLICE_LIT("Content-Type"), QR_SLICE_LIT("application/json")};
+    j->hdrs[j->n_hdrs++] =
+        (struct qr_http_header){QR_SLICE_LIT("User-Agent"), {ua, sizeof(ua) - 1}};
+    if (api_key && api_key[0]) {
+        int n = snprintf(j->auth, sizeof(j->auth), "Bearer %s", api_key);
+        j->hdrs[j->n_hdrs++] =
+            (struct qr_http_header){QR_SLICE_LIT("Authorization"), {j->auth, (size_t) n}};
+    }
+    struct qr_http_call_opts opts = {
+        .method = "POST",
+        .url = j->url,
+        .headers = j->hdrs,
+        .n_headers = j->n_hdrs,
+        .body = {j->body.ptr ? j->body.ptr : "", j->body.len},
+        .connect_timeout_ms = 10000,
+        .timeout_ms = b->env.config->upstream_timeout_ms,
+        .on_response = on_response,
+        .on_data = on_data,
+        .on_done = on_done,
+        .arg = j,
+    };
+    struct qr_diag diag = {{0}};
+    if (qr_http_call_start(b->env.http, &opts, &diag, &j->call)) {
+        e = qr_api_error_set(err, QR_ERR_UPSTREAM, 502, "upstream_error", "",
+                             "cannot reach backend '%s': %s", b->vt->id, diag.msg);
+        goto fail;
+    }
+    *out = j;
+    return QR_OK;
+fail:
+    job_free(j);
+    return e;
+}
+
+void qr_job_cancel(struct qr_job *j)
+{
+    if (!j)
+        return;
+    if (j->call)
+        qr_http_call_cancel(j->call);
+    job_free(j);
+}
+
+void qr_job_pause(struct qr_job *j)
+{
+    if (j->call)
+        qr_http_call_pause(j->call);
+}
+
+void qr_job_resume(struct qr_job *j)
+{
+    if (j->call)
+        qr_http_call_resume(j->call);
+}
+
+/* ---- bounded GET ---- */
+
+struct qr_fetch {
+    struct qr_backend *b;
+    struct qr_fetch *next;
+    struct qr_http_call *call;
+    qr_fetch_fn cb;
+    void *arg;
+    int status;
+    struct qr_buf body;
+    char *url;
+    char auth[4200];
+    struct qr_http_header hdrs[3];
+    bool too_large;
+};
+
+static void fetch_unlink(struct qr_fetch *f)
+{
+    struct qr_fetch **pp = &f->b->fetches;
+    while (*pp && *pp != f)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = f->next;
+}
+
+static void fetch_free(struct qr_fetch *f)
+{
+    qr_buf_cleanup(&f->body);
+    free(f->url);
+    free(f);
+}
+
+static bool fetch_response(struct qr_http_call *call, int status, const struct qr_http_header *h,
+                           size_t n, void *arg)
+{
+    ((struct qr_fetch *) arg)->status = status;
+    return true;
+}
+
+static bool fetch_data(struct qr_http_call *call, const char *data, size_t len, void *arg)
+{
+    struct qr_fetch *f = arg;
+    if (qr_buf_append(&f->body, data, len)) {
+        f->too_large = true;
+        return false;
+    }
+    return true;
+}
+
+static void fetch_done(struct qr_http_call *call, enum qr_err err, const struct qr_diag *diag,
+                       void *arg)
+{
+    struct qr_fetch *f = arg;
+    struct qr_diag d = {{0}};
+    fetch_unlink(f);
+    if (f->too_large)
+        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "answer larger than allowed");
+    else if (err)
+        qr_diag_set(&d, err, "%s", diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+    struct qr_slice body = {f->body.ptr ? f->body.ptr : "", f->body.len};
+    f->cb(err, f->status, body, &d, f->arg);
+    fetch_free(f);
+}
+
+enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *path,
+                     const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
+                     void *arg)
+{
+    struct qr_fetch *f = calloc(1, sizeof(*f));
+    if (!f)
+        return QR_ERR_NOMEM;
+    f->b = b;
+    f->cb = cb;
+    f->arg = arg;
+    qr_buf_init(&f->body, max_body);
+    f->url = join_url(base_url, path);
+    if (!f->url) {
+        free(f);
+        return QR_ERR_NOMEM;
+    }
+    static const char ua[] = "Quantum-Runtime/" QR_VERSION " readiness";
+    size_t n = 0;
+    f->hdrs[n++] =
+        (struct qr_http_header){QR_SLICE_LIT("Accept"), QR_SLICE_LIT("application/json")};
+    f->hdrs[n++] = (struct qr_http_header){QR_SLICE_LIT("User-Agent"), {ua, sizeof(ua) - 1}};
+    if (api_key && api_key[0]) {
+        int len = snprintf(f->auth, sizeof(f->auth), "Bearer %s", api_key);
+        f->hdrs[n++] =
+            (struct qr_http_header){QR_SLICE_LIT("Authorization"), {f->auth, (size_t) len}};
+    }
+    struct qr_http_call_opts opts = {
+        .method = "GET",
+        .url = f->url,
+        .headers = f->hdrs,
+        .n_headers = n,
+        .connect_timeout_ms = timeout_ms,
+        .timeout_ms = timeout_ms,
+        .on_response = fetch_response,
+        .on_data = fetch_data,
+        .on_done = fetch_done,
+        .arg = f,
+    };
+    enum qr_err err = qr_http_call_start(b->env.http, &opts, NULL, &f->call);
+    if (err) {
+        fetch_free(f);
+        return err;
+    }
+    f->next = b->fetches;
+    b->fetches = f;
+    return QR_OK;
+}
+
+void qr_fetch_cancel_all(struct qr_backend *b)
+{
+    struct qr_diag d;
+    qr_diag_set(&d, QR_ERR_CANCELLED, "the runtime is shutting down");
+    while (b->fetches) {
+        struct qr_fetch *f = b->fetches;
+        b->fetches = f->next;
+        qr_http_call_cancel(f->call);
+        f->cb(QR_ERR_CANCELLED, 0, (struct qr_slice){"", 0}, &d, f->arg);
+        fetch_free(f);
+    }
+}

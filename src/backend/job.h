@@ -1,0 +1,29 @@
+/* A canonical request run over HTTP against an engine that speaks one of the upstream protocols
+ * of backend/codec.h: encode, call, decode the answer chunk by chunk into canonical events. The
+ * Ollama and OpenAI-compatible adapters both submit through this. */
+#ifndef QR_BACKEND_JOB_H
+#define QR_BACKEND_JOB_H
+
+#include "backend/backend.h"
+#include "backend/codec.h"
+
+/* Start req against base_url (no trailing slash needed) with dialect d (copied). api_key, when
+ * non-empty, is sent as "Authorization: Bearer <key>" to the engine only. Events go to fn from
+ * the event loop; the job frees itself after delivering DONE or ERROR. */
+enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
+                              const char *base_url, const char *api_key,
+                              const struct qr_request *req, qr_event_fn fn, void *arg,
+                              struct qr_job **out, struct qr_api_error *err);
+
+/* GET base_url + path with a bounded time; cb gets the status and the whole body (capped at
+ * max_body), or an error. Used for probes and model lists. */
+typedef void (*qr_fetch_fn)(enum qr_err err, int status, struct qr_slice body,
+                            const struct qr_diag *diag, void *arg);
+enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *path,
+                     const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
+                     void *arg);
+
+/* Cancel every live fetch of b, calling each callback with QR_ERR_CANCELLED (backend free). */
+void qr_fetch_cancel_all(struct qr_backend *b);
+
+#endif
