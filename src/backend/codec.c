@@ -422,6 +422,9 @@ enum qr_err qr_dec_done(struct qr_upstream_dec *dec)
     enum qr_finish f = dec->finish_seen ? dec->finish : QR_FINISH_STOP;
     if (f == QR_FINISH_STOP && qr_toolcalls_count(&dec->tc) > 0)
         f = QR_FINISH_TOOL_CALLS;
+    /* "tool_calls" over arguments cut mid-JSON: the generation ran out (quirk 27). */
+    if (f == QR_FINISH_TOOL_CALLS && !qr_toolcalls_complete(&dec->tc))
+        f = QR_FINISH_LENGTH;
     memset(&ev, 0, sizeof(ev));
     ev.type = QR_EV_DONE;
     ev.finish = f;
@@ -682,9 +685,26 @@ static enum qr_err feed_lines(struct qr_upstream_dec *dec, const char *p, size_t
                 return fail_text(dec, "upstream event too large");
             break;
         }
-        /* Complete the held partial line with bytes up to and including the next "\n". */
-        const char *nl = memchr(p, '\n', n);
-        size_t take = nl ? (size_t) (nl - p) + 1 : n;
+        if (dec->mode == QR_DEC_SSE && dec->in.ptr[dec->in.len - 1] == '\r') {
+            /* The held line ended in "\r": the next byte decides whether it was "\r\n". */
+            if (*p == '\n') {
+                if (qr_buf_append(&dec->in, "\n", 1))
+                    return fail_text(dec, "upstream event too large");
+                p++;
+                n--;
+            }
+            if (scan_lines(dec, dec->in.ptr, dec->in.len, true) == SIZE_MAX)
+                break;
+            dec->in.len = 0;
+            continue;
+        }
+        /* Complete the held partial line with bytes up to and including the next terminator
+         * ("\n"; for SSE also "\r" and "\r\n"), so the held bytes stay one line. */
+        size_t take = 0;
+        while (take < n && p[take] != '\n' && !(dec->mode == QR_DEC_SSE && p[take] == '\r'))
+            take++;
+        if (take < n)
+            take += take + 1 < n && p[take] == '\r' && p[take + 1] == '\n' ? 2 : 1;
         if (qr_buf_append(&dec->in, p, take))
             return fail_text(dec, "upstream event too large");
         p += take;

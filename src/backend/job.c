@@ -55,6 +55,12 @@ static enum qr_err relay(void *arg, const struct qr_event *ev)
         return QR_ERR_CANCELLED;
     if (ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR)
         j->final_sent = true;
+    struct qr_event named;
+    if (ev->type == QR_EV_START && !ev->name.len) {
+        named = *ev; /* the decoder does not know which backend it decodes for */
+        named.name = qr_slice_str(j->b->vt->id);
+        ev = &named;
+    }
     enum qr_err err = j->fn(j->arg, ev);
     if (err)
         j->consumer_failed = true;

@@ -87,11 +87,47 @@ static enum qr_err call_begin(struct qr_toolcalls *t, struct qr_tc_call *c, qr_e
     return err;
 }
 
+/* Track brackets and strings of the argument text (not a validator: enough to see a cut). */
+static void scan_args(struct qr_tc_call *c, struct qr_slice s)
+{
+    for (size_t i = 0; i < s.len; i++) {
+        char ch = s.ptr[i];
+        if (c->in_str) {
+            if (c->esc)
+                c->esc = false;
+            else if (ch == '\\')
+                c->esc = true;
+            else if (ch == '"')
+                c->in_str = false;
+        } else if (ch == '"') {
+            c->in_str = true;
+        } else if (ch == '{' || ch == '[') {
+            c->depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (c->depth == 0)
+                c->unbalanced = true;
+            else
+                c->depth--;
+        }
+    }
+}
+
+bool qr_toolcalls_complete(const struct qr_toolcalls *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const struct qr_tc_call *c = &t->calls[i];
+        if (c->has_args && (c->depth || c->in_str || c->unbalanced))
+            return false;
+    }
+    return true;
+}
+
 static enum qr_err call_args(struct qr_tc_call *c, struct qr_slice args, qr_event_fn fn, void *arg)
 {
     if (args.len == 0)
         return QR_OK;
     c->has_args = true;
+    scan_args(c, args);
     if (c->begun)
         return emit(fn, arg, QR_EV_TOOL_ARGS, c->index, args);
     return qr_buf_append(&c->pending, args.ptr, args.len);

@@ -34,6 +34,10 @@ struct qr_tc_call {
     bool has_args;         /* any argument byte seen */
     bool begun, ended;
     uint32_t index; /* runtime index, valid once begun */
+    /* structural scan of the arguments so far: nesting depth, inside a string, after a
+     * backslash, a closing bracket without an opener */
+    uint32_t depth;
+    bool in_str, esc, unbalanced;
 };
 
 struct qr_toolcalls {
@@ -63,6 +67,11 @@ enum qr_err qr_toolcalls_whole(struct qr_toolcalls *t, struct qr_slice id, struc
 /* End of the answer: TOOL_BEGIN for calls still without a name (empty name), their held
  * arguments, and TOOL_END for every open call, in runtime index order. */
 enum qr_err qr_toolcalls_finish(struct qr_toolcalls *t, qr_event_fn fn, void *arg);
+
+/* Every call's arguments so far are structurally complete JSON (brackets balanced, strings
+ * closed; no arguments at all counts as complete). False means an upstream cut a call short, e.g.
+ * vLLM reporting finish_reason "tool_calls" after max_tokens (quirk 27). */
+bool qr_toolcalls_complete(const struct qr_toolcalls *t);
 
 /* Calls seen so far (begun or not). */
 static inline size_t qr_toolcalls_count(const struct qr_toolcalls *t)

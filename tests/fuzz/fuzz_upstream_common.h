@@ -129,8 +129,12 @@ static void flog_cleanup(struct flog *l)
 
 static bool same(const struct flog *a, const struct flog *b)
 {
-    return a->log.len == b->log.len &&
-           (a->log.len == 0 || !memcmp(a->log.ptr, b->log.ptr, a->log.len));
+    if (a->log.len == b->log.len &&
+        (a->log.len == 0 || !memcmp(a->log.ptr, b->log.ptr, a->log.len)))
+        return true;
+    fprintf(stderr, "event logs differ:\n%.*s\n---- vs ----\n%.*s\n", (int) a->log.len,
+            a->log.ptr ? a->log.ptr : "", (int) b->log.len, b->log.ptr ? b->log.ptr : "");
+    return false;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -524,7 +524,8 @@ static enum qr_err extras(struct enc *e, yyjson_mut_val *root)
         bool is_null = qr_slice_eq(x->json, "null");
         if (r->protocol == QR_PROTO_OLLAMA) {
             if (is_null || key_is(x->key, ollama_ignored, QR_ARRAY_LEN(ollama_ignored)) ||
-                (qr_slice_eq(x->key, "logprobs") && qr_slice_eq(x->json, "false")))
+                (qr_slice_eq(x->key, "logprobs") && qr_slice_eq(x->json, "false")) ||
+                (qr_slice_eq(x->key, "top_logprobs") && qr_slice_eq(x->json, "0")))
                 continue;
             char param[80], what[120];
             snprintf(param, sizeof(param), "%.*s", (int) x->key.len, x->key.ptr);

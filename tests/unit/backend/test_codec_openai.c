@@ -301,6 +301,26 @@ static void test_vllm_finish_mapping(void **state)
            "START model=\"\"\nCONTENT \"x\"\nDONE stop raw=\"eos_x\"\n");
 }
 
+/* Quirk 27: vLLM rewrites the finish to "tool_calls" even when max_tokens cut the arguments;
+ * arguments that stop mid-JSON make it length (raw reason kept). */
+static void test_vllm_tool_calls_cut_is_length(void **state)
+{
+    struct qr_dialect d;
+    struct qr_request r;
+    dialect(&d);
+    chat_req(&r, true);
+    static const char body[] =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"t\","
+        "\"function\":{\"name\":\"f\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+        "{\"arguments\":\"{\\\"city\\\": \\\"Mün\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    expect(&d, &r, 200, SSE, body, QR_OK,
+           "START model=\"\"\nTOOL_BEGIN 0 id=\"t\" name=\"f\"\n"
+           "TOOL_ARGS 0 \"{\\\"city\\\": \\\"Mün\"\nTOOL_END 0\n"
+           "DONE length raw=\"tool_calls\"\n");
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Decoder: MLX                                                                              */
 /* ---------------------------------------------------------------------------------------- */
@@ -455,6 +475,31 @@ static void test_malformed_and_oversized(void **state)
                                "data: 0123456789\ndata: 0123456789\ndata: 0123456789\n\n";
     expect(&d, &r, 200, SSE, many, QR_OK,
            "START model=\"\"\nERROR 502 upstream_error \"upstream event too large\"\n");
+}
+
+/* Regression: a partial line held across chunks was completed up to the next "\n" only, so
+ * many short "\r"-terminated SSE lines after a split passed the event cap. */
+static void test_cr_lines_after_split_stay_under_cap(void **state)
+{
+    struct qr_dialect d;
+    struct qr_request r;
+    dialect(&d);
+    d.max_event_bytes = 80;
+    chat_req(&r, true);
+    static const char body[] =
+        ": keepalive 1/9\r: keepalive 2/9\r: keepalive 3/9\r: keepalive 4/9\r"
+        ": keepalive 5/9\r: keepalive 6/9\r\r"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\r\r"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\r\r"
+        ": x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r: x\r";
+    expect(&d, &r, 200, SSE, body, QR_OK,
+           "START model=\"\"\nCONTENT \"a\"\nDONE stop raw=\"stop\"\n");
+    /* The finish line (66 bytes) is too long for 64: every split reports it after the same
+     * events (a blank line held as a pending "\r" is dispatched before the next line is read). */
+    d.max_event_bytes = 64;
+    expect(
+        &d, &r, 200, SSE, body, QR_OK,
+        "START model=\"\"\nCONTENT \"a\"\nERROR 502 upstream_error \"upstream event too large\"\n");
 }
 
 /* Inline think tags split across deltas go through the splitter. */
@@ -905,6 +950,27 @@ static void test_encode_unsupported(void **state)
     r.template_ = S("");
     r.context = S("[1,2]");
     enc_fail(&d, &r, 422, "unsupported_capability", "context");
+    /* raw completions cannot carry a system prompt, images or tools */
+    r.context = S("");
+    r.raw = true;
+    r.system = S("sys");
+    enc_fail(&d, &r, 422, "unsupported_capability", "system");
+    r.system = S("");
+    struct qr_part img = {.kind = QR_PART_IMAGE, .data = S("AAAA")};
+    r.images = &img;
+    r.n_images = 1;
+    enc_fail(&d, &r, 422, "unsupported_capability", "images");
+    r.n_images = 0;
+    struct qr_tool tool = {.name = S("f")};
+    r.tools = &tool;
+    r.n_tools = 1;
+    enc_fail(&d, &r, 422, "unsupported_capability", "tools");
+    /* an empty Ollama context array is no context */
+    r.n_tools = 0;
+    r.context = S("[]");
+    enc_ok(&d, &r, "/v1/completions",
+           "{\"model\":\"m\",\"prompt\":\"\",\"stream\":true,"
+           "\"stream_options\":{\"include_usage\":true}}");
     /* Not failures: keep_alive, context_len, stream false without stream_options. */
     chat_req(&r, false);
     r.keep_alive.set = true;
@@ -924,10 +990,12 @@ int main(void)
         cmocka_unit_test(test_vllm_error_event_then_done),
         cmocka_unit_test(test_vllm_tool_deltas),
         cmocka_unit_test(test_vllm_finish_mapping),
+        cmocka_unit_test(test_vllm_tool_calls_cut_is_length),
         cmocka_unit_test(test_mlx_stream_whole_tool_calls),
         cmocka_unit_test(test_mlx_stream_end_rules),
         cmocka_unit_test(test_transport_endings),
         cmocka_unit_test(test_malformed_and_oversized),
+        cmocka_unit_test(test_cr_lines_after_split_stay_under_cap),
         cmocka_unit_test(test_think_tags_in_content),
         cmocka_unit_test(test_whole_bodies),
         cmocka_unit_test(test_embeddings),

@@ -223,6 +223,31 @@ static void test_caps_and_consumer_failure(void **state)
     rec_cleanup(&r);
 }
 
+/* Structural completeness of the arguments: brackets balanced and strings closed, across
+ * fragments, with escaped quotes and brackets inside strings ignored. */
+static void test_complete(void **state)
+{
+    struct qr_toolcalls t;
+    struct rec r;
+    qr_toolcalls_init(&t, 0, 0);
+    rec_init(&r);
+    assert_true(qr_toolcalls_complete(&t));
+    assert_int_equal(qr_toolcalls_delta(&t, 0, S("a"), S("f"), NONE, rec_fn, &r), QR_OK);
+    assert_true(qr_toolcalls_complete(&t)); /* no arguments yet */
+    assert_int_equal(qr_toolcalls_delta(&t, 0, NONE, NONE, S("{\"s\": \"x\\\"}"), rec_fn, &r),
+                     QR_OK);
+    assert_false(qr_toolcalls_complete(&t)); /* inside the string after an escaped quote */
+    assert_int_equal(qr_toolcalls_delta(&t, 0, NONE, NONE, S("]{\", \"l\": [1"), rec_fn, &r),
+                     QR_OK);
+    assert_false(qr_toolcalls_complete(&t));
+    assert_int_equal(qr_toolcalls_delta(&t, 0, NONE, NONE, S("]}"), rec_fn, &r), QR_OK);
+    assert_true(qr_toolcalls_complete(&t));
+    assert_int_equal(qr_toolcalls_whole(&t, NONE, S("g"), S("{}}"), rec_fn, &r), QR_OK);
+    assert_false(qr_toolcalls_complete(&t)); /* a closer without an opener */
+    qr_toolcalls_cleanup(&t);
+    rec_cleanup(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_no_index),
         cmocka_unit_test(test_whole_calls),
         cmocka_unit_test(test_caps_and_consumer_failure),
+        cmocka_unit_test(test_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
