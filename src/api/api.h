@@ -29,6 +29,7 @@ struct qr_app {
     struct qr_http_client *client; /* owned */
     struct qr_backend *backend;    /* owned; NULL when none is configured */
     struct event *sig_term, *sig_int, *sig_hup, *shutdown_tick; /* owned */
+    void *infers; /* live canonical-contract requests (infer.c), for shutdown */
     bool shutting_down;
     uint64_t shutdown_deadline_us;
     int exit_code;
@@ -69,6 +70,11 @@ void qr_api_ollama(struct qr_app *app, struct qr_http_req *req);
  * answer in the same protocol. legacy_embeddings selects Ollama's /api/embeddings form. */
 void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol proto,
                   enum qr_op op, bool legacy_embeddings);
+
+/* Shutdown bound reached: end every canonical-contract request still running -- streams with
+ * finish reason "cancelled" (an in-band end, never a silent close), others with 503. Returns how
+ * many were ended. */
+unsigned qr_api_infer_cancel_all(struct qr_app *app);
 
 /* OpenAI routes (openai_routes.c). */
 void qr_api_openai_chat(struct qr_app *app, struct qr_http_req *req);

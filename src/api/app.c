@@ -55,9 +55,12 @@ static void shutdown_tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (mono_us() >= app->shutdown_deadline_us) {
+        unsigned ended = qr_api_infer_cancel_all(app);
         QR_LOG(QR_LOG_WARN, "shutdown timeout: closing requests still in flight",
-               QR_LF_N("in_flight", n));
-        event_base_loopexit(app->base, NULL);
+               QR_LF_N("in_flight", n), QR_LF_N("ended_cancelled", ended));
+        /* a moment for the cancelled ends to reach their clients */
+        struct timeval grace = {0, ended ? 200000 : 0};
+        event_base_loopexit(app->base, &grace);
         return;
     }
     struct timeval tv = {0, SHUTDOWN_TICK_MS * 1000};

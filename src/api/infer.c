@@ -19,6 +19,7 @@
 #include "core/log.h"
 
 struct infer {
+    struct infer *prev, *next; /* app->infers */
     struct qr_app *app;
     struct qr_http_req *req; /* NULL once the client is gone */
     enum qr_protocol proto;
@@ -47,6 +48,12 @@ static int64_t now_ns(void)
 
 static void infer_free(struct infer *in)
 {
+    if (in->prev)
+        in->prev->next = in->next;
+    else
+        in->app->infers = in->next;
+    if (in->next)
+        in->next->prev = in->prev;
     if (in->proto == QR_PROTO_OLLAMA && in->enc_ready)
         qr_ollama_enc_cleanup(&in->enc.ol);
     qr_answer_cleanup(&in->answer);
@@ -288,6 +295,10 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
         return;
     }
     in->app = app;
+    in->next = app->infers;
+    if (in->next)
+        in->next->prev = in;
+    app->infers = in;
     in->req = req;
     in->proto = proto;
     in->op = op;
@@ -298,4 +309,41 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
     qr_buf_init(&in->out, 0);
     qr_http_req_set_close_cb(req, on_client_gone, in);
     qr_http_req_read_body(req, app->cfg->max_request_bytes, on_body, in);
+}
+
+unsigned qr_api_infer_cancel_all(struct qr_app *app)
+{
+    unsigned n = 0;
+    while (app->infers) {
+        struct infer *in = app->infers;
+        n++;
+        if (in->job) {
+            qr_job_cancel(in->job);
+            in->job = NULL;
+        }
+        if (!in->req || !in->enc_ready) {
+            struct qr_api_error e;
+            qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "shutting_down", "", "%s",
+                             "the runtime is shutting down");
+            if (in->req) {
+                send_api_error(in->req, in->proto, &e);
+                finish(in);
+            } else {
+                infer_free(in);
+            }
+            continue;
+        }
+        if (streaming(in) && in->started) {
+            struct qr_event ev = {.type = QR_EV_DONE, .finish = QR_FINISH_CANCELLED};
+            ev.raw_finish = QR_SLICE_LIT("shutdown");
+            on_stream_event(in, &ev); /* writes the cancelled end and finishes */
+        } else {
+            struct qr_api_error e;
+            qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "shutting_down", "", "%s",
+                             "the runtime is shutting down");
+            send_api_error(in->req, in->proto, &e);
+            finish(in);
+        }
+    }
+    return n;
 }

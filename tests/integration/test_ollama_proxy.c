@@ -459,6 +459,36 @@ static void test_shutdown_bound_cuts_stuck_stream(void **state)
     qr_t_resp_free(&b.r);
 }
 
+/* The same bound on a translated stream: it ends in-band with finish_reason "cancelled". */
+static void *stall_openai_thread(void *arg)
+{
+    struct bg_stall *b = arg;
+    const char *body = "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"stall-me\"}]}";
+    qr_t_request("POST", b->port, "/v1/chat/completions", NULL, body, strlen(body), &b->r);
+    return NULL;
+}
+
+static void test_shutdown_bound_cancels_translated_stream(void **state)
+{
+    static const char *const env[] = {"QUANTUM_RUNTIME_SHUTDOWN_TIMEOUT=600ms", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, env);
+    struct bg_stall b = {.port = d.port};
+    pthread_t t;
+    pthread_create(&t, NULL, stall_openai_thread, &b);
+    usleep(300000);
+    int rc = qr_t_stop(&d, SIGTERM, 10000);
+    pthread_join(t, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(b.r.status, 200);
+    assert_int_equal(b.r.curl_rc, CURLE_OK); /* a clean, explicit end */
+    assert_non_null(strstr(b.r.body, "Let me think"));
+    assert_non_null(strstr(b.r.body, "\"finish_reason\":\"cancelled\""));
+    assert_non_null(strstr(b.r.body, "data: [DONE]"));
+    qr_t_resp_free(&b.r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_mutation_allowed),
         cmocka_unit_test(test_graceful_shutdown_with_stream),
         cmocka_unit_test(test_shutdown_bound_cuts_stuck_stream),
+        cmocka_unit_test(test_shutdown_bound_cancels_translated_stream),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
