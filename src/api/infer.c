@@ -4,6 +4,7 @@
  * from the very same events. An error before the first answer byte becomes a proper HTTP error in
  * the client's shape; after it, an in-band error event (never a clean finish). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,8 @@ struct infer {
     struct qr_answer answer; /* non-streamed answers */
     struct qr_buf out;       /* encoder output not yet written */
     bool enc_ready;          /* the encoder was initialised */
+    char upstream_id[128];   /* META: the engine's id for this request */
+    int64_t slot_id;         /* META: the engine's slot/task, -1 unknown */
     bool started;            /* HTTP response head sent */
     bool paused;
 };
@@ -102,9 +105,34 @@ static enum qr_err encode_event(struct infer *in, const struct qr_event *ev)
     return qr_ollama_enc_event(&in->enc.ol, ev, &in->out);
 }
 
+/* Resumability metadata from META events travels as response headers. */
+static void meta_headers(struct infer *in)
+{
+    if (in->upstream_id[0])
+        qr_http_resp_header(in->req, "X-Quantum-Upstream-Request-ID", in->upstream_id);
+    if (in->slot_id >= 0) {
+        char n[24];
+        snprintf(n, sizeof(n), "%lld", (long long) in->slot_id);
+        qr_http_resp_header(in->req, "X-Quantum-Engine-Slot", n);
+    }
+}
+
+static void note_meta(struct infer *in, const struct qr_event *ev)
+{
+    if (ev->type != QR_EV_META)
+        return;
+    if (ev->id.len && ev->id.len < sizeof(in->upstream_id)) {
+        memcpy(in->upstream_id, ev->id.ptr, ev->id.len);
+        in->upstream_id[ev->id.len] = '\0';
+    }
+    if (ev->slot_id >= 0)
+        in->slot_id = ev->slot_id;
+}
+
 static void start_stream(struct infer *in)
 {
     struct qr_http_req *req = in->req;
+    meta_headers(in);
     qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
     qr_http_resp_header(req, "Cache-Control", "no-cache");
     qr_http_resp_header(req, "Content-Type",
@@ -212,6 +240,7 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
     }
     qr_http_resp_header(in->req, "X-Quantum-Runtime-Version", QR_VERSION);
     qr_http_resp_header(in->req, "Cache-Control", "no-store");
+    meta_headers(in);
     qr_http_resp_send(in->req, 200, "application/json; charset=utf-8", in->out.ptr, in->out.len);
     finish(in);
     return QR_OK;
@@ -220,6 +249,7 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
 static enum qr_err on_event(void *arg, const struct qr_event *ev)
 {
     struct infer *in = arg;
+    note_meta(in, ev);
     return streaming(in) ? on_stream_event(in, ev) : on_whole_event(in, ev);
 }
 
@@ -295,6 +325,7 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
         return;
     }
     in->app = app;
+    in->slot_id = -1;
     in->next = app->infers;
     if (in->next)
         in->next->prev = in;

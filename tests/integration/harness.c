@@ -138,13 +138,18 @@ static uint16_t wait_port(struct qr_child *c, const char *file, const char *key)
 
 void qr_t_replay_start(struct qr_child *c)
 {
+    qr_t_replay_start_dir(c, QR_TEST_CASES "/replay");
+}
+
+void qr_t_replay_start_dir(struct qr_child *c, const char *dir)
+{
     memset(c, 0, sizeof(*c));
     make_dir(c, "replay");
     char portfile[320], reqlog[320];
     snprintf(portfile, sizeof(portfile), "%s/port", c->dir);
     snprintf(reqlog, sizeof(reqlog), "%s/requests.jsonl", c->dir);
-    char *argv[] = {QR_TEST_REPLAY, "--listen", "127.0.0.1:0",           "--port-file", portfile,
-                    "--log",        reqlog,     QR_TEST_CASES "/replay", NULL};
+    char *argv[] = {QR_TEST_REPLAY, "--listen", "127.0.0.1:0", "--port-file", portfile,
+                    "--log",        reqlog,     (char *) dir,  NULL};
     spawn(c, argv, environ);
     c->port = wait_port(c, portfile, NULL);
 }

@@ -19,6 +19,9 @@ struct qr_child {
 /* Start qr-replay on the transcripts in tests/cases/replay; fills c->port. */
 void qr_t_replay_start(struct qr_child *c);
 
+/* Same, on another transcript directory. */
+void qr_t_replay_start_dir(struct qr_child *c, const char *dir);
+
 /* Start `quantum-runtime serve` with QUANTUM_RUNTIME_LISTEN=127.0.0.1:0, a private state dir,
  * QUANTUM_RUNTIME_OLLAMA_URL pointing at upstream_port (0: a closed port), plus env_extra
  * ("NAME=value", NULL-terminated, may be NULL). Waits until it logs its port. */

@@ -233,6 +233,40 @@ static void test_access_log(void **state)
     free(rid);
 }
 
+/* backend=openai: an OpenAI client's stream is translated, the engine's request id travels as a
+ * header, and the engine gets its own key, never the client's token. */
+static void test_openai_backend_translation(void **state)
+{
+    struct qr_child up;
+    qr_t_replay_start_dir(&up, QR_TEST_CASES "/npm-replay");
+    static const char *const env[] = {"QUANTUM_RUNTIME_BACKEND=openai",
+                                      "QUANTUM_RUNTIME_AUTH_TOKEN=client-token",
+                                      "QUANTUM_RUNTIME_OPENAI_API_KEY=engine-key", NULL};
+    char url[96];
+    snprintf(url, sizeof(url), "QUANTUM_RUNTIME_OPENAI_URL=http://127.0.0.1:%u", up.port);
+    const char *const env2[] = {env[0], env[1], env[2], url, NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, 0, env2);
+    const char *const hdrs[] = {"Authorization: Bearer client-token", NULL};
+    const char *body = "{\"model\":\"npm-model\",\"stream\":true,\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"plain-stream-please\"}]}";
+    struct qr_t_resp r;
+    qr_t_request("POST", d.port, "/v1/chat/completions", hdrs, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    char *uid = qr_t_header(&r, "X-Quantum-Upstream-Request-ID");
+    assert_non_null(uid);
+    assert_string_equal(uid, "chatcmpl-npmplain1");
+    free(uid);
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    qr_t_resp_free(&r);
+    qr_t_request("GET", up.port, "/__replay/requests", NULL, NULL, 0, &r);
+    assert_non_null(strstr(r.body, "Bearer engine-key"));
+    assert_null(strstr(r.body, "client-token"));
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    qr_t_stop(&up, SIGTERM, 5000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_sighup_reload),
         cmocka_unit_test(test_connection_limit_and_header_timeout),
         cmocka_unit_test(test_access_log),
+        cmocka_unit_test(test_openai_backend_translation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
