@@ -114,4 +114,40 @@ enum qr_err qr_ollama_encode(const struct qr_dialect *d, const struct qr_request
 /* Shared encoder helper: write doc into out (QR_ERR_INVALID via err on a write failure). */
 enum qr_err qr_enc_write(yyjson_mut_doc *doc, struct qr_buf *out, struct qr_api_error *err);
 
+/* ---- encoder helpers shared by the protocol files (each file-static where used) ---- */
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        enum qr_err try_err_ = (x);                                                                \
+        if (try_err_)                                                                              \
+            return try_err_;                                                                       \
+    } while (0)
+
+struct enc {
+    const struct qr_dialect *d;
+    const struct qr_request *req;
+    yyjson_mut_doc *doc;
+    struct qr_api_error *err;
+};
+
+static inline enum qr_err nomem(struct enc *e)
+{
+    return qr_api_error_set(e->err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+}
+
+static inline yyjson_mut_val *str(struct enc *e, struct qr_slice s)
+{
+    return yyjson_mut_strncpy(e->doc, s.ptr ? s.ptr : "", s.len);
+}
+
+static inline yyjson_mut_val *raw(struct enc *e, struct qr_slice s)
+{
+    return yyjson_mut_rawncpy(e->doc, s.ptr, s.len);
+}
+
+static inline bool put(struct enc *e, yyjson_mut_val *obj, const char *key, yyjson_mut_val *v)
+{
+    return v && yyjson_mut_obj_add_val(e->doc, obj, key, v);
+}
+
 #endif

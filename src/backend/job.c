@@ -326,3 +326,96 @@ void qr_fetch_cancel_all(struct qr_backend *b)
         fetch_free(f);
     }
 }
+
+/* ---- probes and model lists on top of qr_fetch ---- */
+
+struct probe_ctx {
+    struct qr_backend *b;
+    const char *path;
+    qr_backend_probe_fn cb;
+    void *arg;
+};
+
+static void probe_done(enum qr_err err, int status, struct qr_slice body,
+                       const struct qr_diag *diag, void *arg)
+{
+    struct probe_ctx pr = *(struct probe_ctx *) arg;
+    free(arg);
+    struct qr_diag d = {{0}};
+    if (err == QR_OK && (status < 200 || status > 299))
+        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "GET %s answered %d", pr.path, status);
+    else if (err)
+        qr_diag_set(&d, err, "%s", diag->msg);
+    pr.cb(pr.b, err, &d, pr.arg);
+}
+
+enum qr_err qr_fetch_probe(struct qr_backend *b, const char *base_url, const char *path,
+                           const char *api_key, uint32_t timeout_ms, qr_backend_probe_fn cb,
+                           void *arg)
+{
+    struct probe_ctx *pr = malloc(sizeof(*pr));
+    if (!pr)
+        return QR_ERR_NOMEM;
+    *pr = (struct probe_ctx){b, path, cb, arg};
+    enum qr_err err = qr_fetch(b, base_url, path, api_key, timeout_ms, 64 * 1024, probe_done, pr);
+    if (err)
+        free(pr);
+    return err;
+}
+
+struct models_ctx {
+    struct qr_backend *b;
+    const char *path;
+    const char *list_key;
+    qr_model_row_fn row;
+    qr_models_fn cb;
+    void *arg;
+};
+
+static void models_done(enum qr_err err, int status, struct qr_slice body,
+                        const struct qr_diag *diag, void *arg)
+{
+    struct models_ctx ctx = *(struct models_ctx *) arg;
+    free(arg);
+    struct qr_diag d = {{0}};
+    if (err) {
+        ctx.cb(ctx.b, err, NULL, 0, diag, ctx.arg);
+        return;
+    }
+    yyjson_doc *doc = status == 200 ? yyjson_read(body.ptr, body.len, 0) : NULL;
+    yyjson_val *list = yyjson_obj_get(yyjson_doc_get_root(doc), ctx.list_key);
+    size_t n = yyjson_arr_size(list), i = 0, idx, max;
+    struct qr_backend_model *rows = yyjson_is_arr(list) ? calloc(n ? n : 1, sizeof(*rows)) : NULL;
+    if (!rows) {
+        qr_diag_set(&d, QR_ERR_UPSTREAM, "GET %s answered %d without a '%s' list", ctx.path, status,
+                    ctx.list_key ? ctx.list_key : "");
+        ctx.cb(ctx.b, QR_ERR_UPSTREAM, NULL, 0, &d, ctx.arg);
+        yyjson_doc_free(doc);
+        return;
+    }
+    yyjson_val *item;
+    yyjson_arr_foreach(list, idx, max, item)
+    {
+        struct qr_backend_model r = {
+            .owned_by = "", .size_bytes = -1, .digest = "", .family = "", .context_length = -1};
+        if (ctx.row(item, &r))
+            rows[i++] = r;
+    }
+    ctx.cb(ctx.b, QR_OK, rows, i, &d, ctx.arg);
+    free(rows);
+    yyjson_doc_free(doc);
+}
+
+enum qr_err qr_fetch_models(struct qr_backend *b, const char *base_url, const char *path,
+                            const char *api_key, uint32_t timeout_ms, const char *list_key,
+                            qr_model_row_fn row, qr_models_fn cb, void *arg)
+{
+    struct models_ctx *ctx = malloc(sizeof(*ctx));
+    if (!ctx)
+        return QR_ERR_NOMEM;
+    *ctx = (struct models_ctx){b, path, list_key, row, cb, arg};
+    enum qr_err err = qr_fetch(b, base_url, path, api_key, timeout_ms, 16u << 20, models_done, ctx);
+    if (err)
+        free(ctx);
+    return err;
+}

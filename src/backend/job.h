@@ -7,6 +7,8 @@
 #include "backend/backend.h"
 #include "backend/codec.h"
 
+#include <yyjson.h>
+
 /* Start req against base_url (no trailing slash needed) with dialect d (copied). api_key, when
  * non-empty, is sent as "Authorization: Bearer <key>" to the engine only. Events go to fn from
  * the event loop; the job frees itself after delivering DONE or ERROR. */
@@ -22,6 +24,23 @@ typedef void (*qr_fetch_fn)(enum qr_err err, int status, struct qr_slice body,
 enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *path,
                      const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
                      void *arg);
+
+/* Readiness probe: GET base_url + path; any 2xx within timeout_ms is ready. */
+enum qr_err qr_fetch_probe(struct qr_backend *b, const char *base_url, const char *path,
+                           const char *api_key, uint32_t timeout_ms, qr_backend_probe_fn cb,
+                           void *arg);
+
+/* One model row from one element of the engine's list; false skips the element. Strings may
+ * point into the element (valid for the callback). */
+typedef bool (*qr_model_row_fn)(yyjson_val *item, struct qr_backend_model *row);
+typedef void (*qr_models_fn)(struct qr_backend *b, enum qr_err err,
+                             const struct qr_backend_model *models, size_t n,
+                             const struct qr_diag *diag, void *arg);
+
+/* Model list: GET base_url + path, take the array under list_key and map each element. */
+enum qr_err qr_fetch_models(struct qr_backend *b, const char *base_url, const char *path,
+                            const char *api_key, uint32_t timeout_ms, const char *list_key,
+                            qr_model_row_fn row, qr_models_fn cb, void *arg);
 
 /* Cancel every live fetch of b, calling each callback with QR_ERR_CANCELLED (backend free). */
 void qr_fetch_cancel_all(struct qr_backend *b);

@@ -26,48 +26,14 @@
 
 #include "backend/codec_impl.h"
 
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        enum qr_err try_err_ = (x);                                                                \
-        if (try_err_)                                                                              \
-            return try_err_;                                                                       \
-    } while (0)
-
 /* ======================================================================================== */
-/* Encoder                                                                                   */
+/* Encoder (shared helpers: codec_impl.h)                                                   */
 /* ======================================================================================== */
-
-struct enc {
-    const struct qr_dialect *d;
-    const struct qr_request *req;
-    yyjson_mut_doc *doc;
-    struct qr_api_error *err;
-};
 
 static enum qr_err unsupported(struct enc *e, const char *param, const char *what)
 {
     return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "unsupported_capability", param,
                             "%s cannot be sent to an Ollama backend", what);
-}
-
-static enum qr_err nomem(struct enc *e)
-{
-    return qr_api_error_set(e->err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
-}
-
-static yyjson_mut_val *str(struct enc *e, struct qr_slice s)
-{
-    return yyjson_mut_strncpy(e->doc, s.ptr ? s.ptr : "", s.len);
-}
-
-static yyjson_mut_val *raw(struct enc *e, struct qr_slice s)
-{
-    return yyjson_mut_rawncpy(e->doc, s.ptr, s.len);
-}
-
-static bool put(struct enc *e, yyjson_mut_val *obj, const char *key, yyjson_mut_val *v)
-{
-    return v && yyjson_mut_obj_add_val(e->doc, obj, key, v);
 }
 
 static bool slice_same(struct qr_slice a, struct qr_slice b)

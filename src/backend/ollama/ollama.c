@@ -328,37 +328,10 @@ static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const ch
 
 /* ---- readiness, models, canonical requests ---- */
 
-struct probe {
-    struct qr_backend *b;
-    qr_backend_probe_fn cb;
-    void *arg;
-};
-
-static void probe_done(enum qr_err err, int status, struct qr_slice body,
-                       const struct qr_diag *diag, void *arg)
-{
-    struct probe pr = *(struct probe *) arg;
-    free(arg);
-    struct qr_diag d = {{0}};
-    if (err == QR_OK && (status < 200 || status > 299))
-        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/version answered %d", status);
-    else if (err)
-        qr_diag_set(&d, err, "%s", diag->msg);
-    pr.cb(pr.b, err, &d, pr.arg);
-}
-
 static enum qr_err ollama_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backend_probe_fn cb,
                                 void *arg)
 {
-    struct probe *pr = malloc(sizeof(*pr));
-    if (!pr)
-        return QR_ERR_NOMEM;
-    *pr = (struct probe){b, cb, arg};
-    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms, 4096,
-                               probe_done, pr);
-    if (err)
-        free(pr);
-    return err;
+    return qr_fetch_probe(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms, cb, arg);
 }
 
 static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
@@ -369,79 +342,34 @@ static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *
     return qr_job_start_http(b, &d, b->env.config->ollama_url, NULL, req, fn, arg, out, err);
 }
 
-struct list_ctx {
-    struct qr_backend *b;
-    void (*cb)(struct qr_backend *, enum qr_err, const struct qr_backend_model *, size_t,
-               const struct qr_diag *, void *);
-    void *arg;
-};
-
 static const char *str_or(yyjson_val *v, const char *dflt)
 {
     const char *s = yyjson_get_str(v);
     return s ? s : dflt;
 }
 
-/* /api/tags -> model rows. */
-static void list_done(enum qr_err err, int status, struct qr_slice body, const struct qr_diag *diag,
-                      void *arg)
+/* One /api/tags entry. */
+static bool tags_row(yyjson_val *m, struct qr_backend_model *r)
 {
-    struct list_ctx ctx = *(struct list_ctx *) arg;
-    free(arg);
-    struct qr_diag d = {{0}};
-    if (err) {
-        ctx.cb(ctx.b, err, NULL, 0, diag, ctx.arg);
-        return;
-    }
-    yyjson_doc *doc = status == 200 ? yyjson_read(body.ptr, body.len, 0) : NULL;
-    yyjson_val *models = yyjson_obj_get(yyjson_doc_get_root(doc), "models");
-    if (!yyjson_is_arr(models)) {
-        qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/tags answered %d without a model list", status);
-        ctx.cb(ctx.b, QR_ERR_UPSTREAM, NULL, 0, &d, ctx.arg);
-        yyjson_doc_free(doc);
-        return;
-    }
-    size_t n = yyjson_arr_size(models), i = 0, idx, max;
-    struct qr_backend_model *rows = calloc(n ? n : 1, sizeof(*rows));
-    yyjson_val *m;
-    yyjson_arr_foreach(models, idx, max, m)
-    {
-        const char *name = str_or(yyjson_obj_get(m, "name"), NULL);
-        if (!name)
-            name = str_or(yyjson_obj_get(m, "model"), NULL);
-        if (!name || !rows)
-            continue;
-        yyjson_val *size = yyjson_obj_get(m, "size");
-        rows[i++] = (struct qr_backend_model){
-            .id = name,
-            .created = 0,
-            .owned_by = "ollama",
-            .size_bytes = yyjson_is_int(size) ? yyjson_get_sint(size) : -1,
-            .digest = str_or(yyjson_obj_get(m, "digest"), ""),
-            .family = str_or(yyjson_obj_get(yyjson_obj_get(m, "details"), "family"), ""),
-            .context_length = -1,
-        };
-    }
-    ctx.cb(ctx.b, QR_OK, rows, i, &d, ctx.arg);
-    free(rows);
-    yyjson_doc_free(doc);
+    const char *name = str_or(yyjson_obj_get(m, "name"), NULL);
+    if (!name)
+        name = str_or(yyjson_obj_get(m, "model"), NULL);
+    if (!name)
+        return false;
+    yyjson_val *size = yyjson_obj_get(m, "size");
+    r->id = name;
+    r->owned_by = "ollama";
+    r->size_bytes = yyjson_is_int(size) ? yyjson_get_sint(size) : -1;
+    r->digest = str_or(yyjson_obj_get(m, "digest"), "");
+    r->family = str_or(yyjson_obj_get(yyjson_obj_get(m, "details"), "family"), "");
+    return true;
 }
 
-static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms,
-                                      void (*cb)(struct qr_backend *, enum qr_err,
-                                                 const struct qr_backend_model *, size_t,
-                                                 const struct qr_diag *, void *),
+static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
                                       void *arg)
 {
-    struct list_ctx *ctx = malloc(sizeof(*ctx));
-    if (!ctx)
-        return QR_ERR_NOMEM;
-    *ctx = (struct list_ctx){b, cb, arg};
-    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms,
-                               16u << 20, list_done, ctx);
-    if (err)
-        free(ctx);
-    return err;
+    return qr_fetch_models(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms, "models",
+                           tags_row, cb, arg);
 }
 
 /* ---- description ---- */
