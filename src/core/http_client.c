@@ -7,8 +7,14 @@
  * curl or a user callback is on the stack (cancel marks the call, the outermost event callback
  * reaps it); curl is never re-entered from its own callbacks (handles are added and resumed from a
  * per-call "kick" event); and on_done only ever runs from the event loop. curl's types and codes
- * stay inside this file: callers see qr_err values and diag text with credentials removed. */
+ * stay inside this file: callers see qr_err values and diag text with credentials removed.
+ *
+ * Plain http:// calls go to the native client (http_native.c) instead, which costs a fraction of
+ * libcurl per request; https:// (and URLs the native client does not take) stay here. Setting
+ * QUANTUM_RUNTIME_HTTP_CLIENT=curl in the environment (read once per client, at creation) sends
+ * every call through libcurl, for A/B measurements. */
 #include "core/http_client.h"
+#include "core/http_native.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -47,6 +53,7 @@ struct sock {
 };
 
 struct qr_http_call {
+    enum qr_http_impl impl; /* QR_HTTP_IMPL_CURL; must stay first (see http_native.h) */
     struct qr_http_client *client;
     struct qr_http_call *next, *prev;
     CURL *easy;
@@ -87,6 +94,7 @@ struct qr_http_client {
     bool need_reap;
     CURL *spare[HC_SPARE_EASY]; /* reset easy handles kept for reuse: curl_easy_init is costly */
     unsigned n_spare;
+    struct qr_http_native *native; /* plain http:// calls; NULL when forced to curl */
 };
 
 /* --- process-wide init ------------------------------------------------------------------------ */
@@ -583,6 +591,10 @@ enum qr_err qr_http_client_new(struct event_base *base, struct qr_diag *diag,
         err = qr_diag_set(diag, QR_ERR_INTERNAL, "cannot configure the upstream client");
         goto fail;
     }
+    const char *impl = getenv("QUANTUM_RUNTIME_HTTP_CLIENT");
+    if (!(impl && strcasecmp(impl, "curl") == 0) &&
+        (err = qr_http_native_new(base, diag, &c->native)) != QR_OK)
+        goto fail;
     *out = c;
     return QR_OK;
 fail:
@@ -600,6 +612,7 @@ void qr_http_client_free(struct qr_http_client *c)
         return;
     if (NEVER(c->depth != 0))
         return; /* freed from inside one of its callbacks: leak rather than crash */
+    qr_http_native_free(c->native);
     while (c->calls)
         call_destroy(c->calls);
     curl_multi_cleanup(c->multi); /* closes pooled connections */
@@ -613,7 +626,7 @@ void qr_http_client_free(struct qr_http_client *c)
 
 unsigned qr_http_client_in_flight(const struct qr_http_client *c)
 {
-    unsigned n = 0;
+    unsigned n = c->native ? qr_http_native_in_flight(c->native) : 0;
     for (const struct qr_http_call *call = c->calls; call; call = call->next)
         n += !call->cancelled && call->state != CALL_DONE;
     return n;
@@ -769,9 +782,12 @@ enum qr_err qr_http_call_start(struct qr_http_client *c, const struct qr_http_ca
         return err;
     if (strcmp(o->method, "HEAD") == 0 && o->body.len)
         return qr_diag_set(diag, QR_ERR_INVALID, "upstream HEAD request with a body");
+    if (c->native && qr_http_native_url_supported(o->url))
+        return qr_http_native_call_start(c->native, o, diag, out);
     call = calloc(1, sizeof(*call));
     if (!call)
         return qr_diag_set(diag, QR_ERR_NOMEM, "cannot allocate an upstream call");
+    call->impl = QR_HTTP_IMPL_CURL;
     call->client = c;
     call->on_response = o->on_response;
     call->on_data = o->on_data;
@@ -812,6 +828,10 @@ fail:
 
 void qr_http_call_pause(struct qr_http_call *call)
 {
+    if (qr_http_call_impl(call) == QR_HTTP_IMPL_NATIVE) {
+        qr_http_native_call_pause(call);
+        return;
+    }
     if (call->cancelled || call->state == CALL_DONE || call->paused)
         return;
     call->paused = true;
@@ -825,6 +845,10 @@ void qr_http_call_pause(struct qr_http_call *call)
 
 void qr_http_call_resume(struct qr_http_call *call)
 {
+    if (qr_http_call_impl(call) == QR_HTTP_IMPL_NATIVE) {
+        qr_http_native_call_resume(call);
+        return;
+    }
     if (call->cancelled || call->state == CALL_DONE || !call->paused)
         return;
     call->paused = false;
@@ -836,6 +860,10 @@ void qr_http_call_resume(struct qr_http_call *call)
 
 void qr_http_call_cancel(struct qr_http_call *call)
 {
+    if (call && qr_http_call_impl(call) == QR_HTTP_IMPL_NATIVE) {
+        qr_http_native_call_cancel(call);
+        return;
+    }
     if (!call || call->cancelled || call->in_done)
         return;
     call->cancelled = true;

@@ -84,6 +84,7 @@ struct conn {
     bool over_limit;  /* accepted past max_connections: answer 503 after the head */
     bool close_after; /* close once the current response is written */
     bool close_now;   /* the kick closes the connection */
+    bool write_armed; /* EV_WRITE enabled: output left over after a direct write */
     bool eof;         /* the client shut its write side */
 };
 
@@ -626,6 +627,10 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
     struct conn *c = arg;
     struct qr_http_req *req = c->req;
     size_t out = evbuffer_get_length(bufferevent_get_output(bev));
+    if (out == 0 && c->write_armed) {
+        bufferevent_disable(bev, EV_WRITE);
+        c->write_armed = false;
+    }
     if (!req)
         return;
     if (req->ended) {
@@ -640,6 +645,26 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
     }
 }
 
+/* Write queued output now, from the kick, once per loop pass: most responses leave in one
+ * writev without arming EV_WRITE (which would cost two epoll_ctl and a loop pass per response).
+ * Only what the socket does not take at once is left to the bufferevent's write event. */
+static void flush_out(struct conn *c)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (c->write_armed || evbuffer_get_length(out) == 0)
+        return;
+    /* A socket bufferevent keeps its output's start frozen so that only it drains the buffer;
+     * it unfreezes around its own writes the same way. A write error is left for the
+     * bufferevent to meet again and report through the event callback. */
+    evbuffer_unfreeze(out, 1);
+    evbuffer_write(out, bufferevent_getfd(c->bev));
+    evbuffer_freeze(out, 1);
+    if (evbuffer_get_length(out) > 0) {
+        c->write_armed = true;
+        bufferevent_enable(c->bev, EV_WRITE);
+    }
+}
+
 static void conn_kick_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
@@ -647,8 +672,18 @@ static void conn_kick_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(c);
         return;
     }
-    if (c->req && c->req->ended && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    flush_out(c);
+    struct qr_http_req *req = c->req;
+    size_t out = evbuffer_get_length(bufferevent_get_output(c->bev));
+    if (req && req->ended && out == 0) {
         response_done(c);
+        return;
+    }
+    if (req && !req->ended && req->want_drain && out <= c->srv->opts.out_high_water / 2) {
+        req->want_drain = false;
+        if (req->drain_cb)
+            req->drain_cb(req, req->drain_arg);
+    }
 }
 
 static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -780,7 +815,9 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     bufferevent_setwatermark(c->bev, EV_READ, 0, s->read_high);
     bufferevent_setwatermark(c->bev, EV_WRITE, s->opts.out_high_water / 2, 0);
     set_read_timeout(c, false);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* EV_WRITE only while output waits (flush_out); new bufferevents start with it enabled */
+    bufferevent_disable(c->bev, EV_WRITE);
+    bufferevent_enable(c->bev, EV_READ);
     c->state = C_HEAD;
     c->head_start_us = now_us();
     set_timer(c, s->opts.header_timeout_ms);
@@ -1034,6 +1071,7 @@ void qr_http_req_read_body(struct qr_http_req *req, size_t max, qr_http_body_fn 
     struct evbuffer *in = bufferevent_get_input(c->bev);
     if (req->fr.expect_continue && evbuffer_get_length(in) == 0) {
         bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        event_active(c->kick, EV_TIMEOUT, 0);
         req->sent_continue = true;
     } else if (req->fr.expect_continue) {
         req->sent_continue = true; /* the client did not wait; it is sending anyway */
@@ -1132,6 +1170,7 @@ void qr_http_resp_start(struct qr_http_req *req, int status, int64_t content_len
         evbuffer_add(out, "Connection: keep-alive\r\n", 24);
     evbuffer_add(out, "\r\n", 2);
     qr_buf_cleanup(&req->extra);
+    event_active(c->kick, EV_TIMEOUT, 0); /* the head leaves even before any body */
 }
 
 bool qr_http_resp_write(struct qr_http_req *req, const void *data, size_t len)
@@ -1158,6 +1197,7 @@ bool qr_http_resp_write(struct qr_http_req *req, const void *data, size_t len)
     bool room = evbuffer_get_length(out) <= c->srv->opts.out_high_water;
     if (!room)
         req->want_drain = true;
+    event_active(c->kick, EV_TIMEOUT, 0);
     return room;
 }
 

@@ -1,0 +1,1366 @@
+/* Native HTTP/1.1 upstream client for plain http:// engines (the local Ollama, llama-server,
+ * MLX-LM, vLLM), on the daemon's libevent loop. It exists because libcurl's generality costs more
+ * than the whole rest of the proxy hop: per request it re-parses the URL, formats headers, zeroes
+ * buffers and polls pooled sockets for liveness. Here a request is one allocation (call, redacted
+ * URL and formatted head together), one sendmsg of head + body, and one recv per readable event
+ * into the connection's buffer, parsed in place and handed to the caller without copies.
+ *
+ * Connections are pooled per host:port (LIFO, 32 idle at most, 60 s idle timeout) and keep their
+ * read event registered while idle, so a peer that closes is noticed and the socket is never
+ * re-registered per request. A request that meets a pooled connection the peer has just closed
+ * (EOF or reset before any response byte) is retried once on a fresh connection.
+ *
+ * Reentrancy follows http_client.c: user callbacks run only from our event callbacks with the
+ * client's depth raised; cancel from inside a callback only marks the call and the outermost
+ * event callback frees it; on_done runs only from the loop (a new call starts from a per-call
+ * "kick" event, never inside qr_http_call_start). Error text mirrors the curl path's wording
+ * ("couldn't connect to server", "timeout was reached") so callers and logs do not change. */
+#include "core/http_native.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/http_parse.h"
+
+#define HN_MAX_HEADER_BYTES (1024 * 1024) /* all response head bytes of one call, 1xx included */
+#define HN_MAX_HEADERS      4096          /* header fields of one response head */
+#define HN_MAX_IDLE         32            /* idle connections kept, all hosts together */
+#define HN_IDLE_TIMEOUT_S   60
+#define HN_READ_SIZE        (32 * 1024)  /* free space offered to each recv */
+#define HN_CONNECT_DEFAULT  (300 * 1000) /* ms, libcurl's default connect timeout */
+#define HN_MAX_ADDRS        4            /* resolved addresses tried in turn */
+
+enum phase {
+    PH_PENDING,    /* kick event queued: no connection yet */
+    PH_CONNECTING, /* non-blocking connect in progress */
+    PH_EXCHANGE,   /* request going out and/or response coming in */
+    PH_DONE        /* on_done running or about to */
+};
+
+enum rstate { RS_HEAD, RS_BODY };
+
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
+
+struct hn_conn;
+
+/* One upstream host:port; its idle connections, most recently used first. Lives as long as the
+ * client (a daemon talks to a handful of engines). */
+struct hn_host {
+    struct hn_host *next;
+    struct hn_conn *idle;
+    uint16_t port;
+    size_t name_len;
+    char name[]; /* as in the URL, without IPv6 brackets; NUL-terminated */
+};
+
+struct hn_conn {
+    struct qr_http_native *client;
+    struct hn_host *host;
+    struct hn_conn *next, *prev; /* in host->idle while pooled */
+    struct hn_call *call;        /* NULL while idle */
+    int fd;
+    struct event rev, wev, idle_timer;
+    bool rev_on, wev_on, pooled;
+    bool eof;      /* recv returned 0 */
+    unsigned uses; /* requests started on this connection */
+    char *in;      /* received bytes [in_off, in_len) not yet consumed */
+    size_t in_off, in_len, in_cap;
+    struct qr_http_header *hdrs; /* response header slices into in, reused per response */
+    size_t cap_hdrs;
+};
+
+struct hn_call {
+    enum qr_http_impl impl; /* QR_HTTP_IMPL_NATIVE; must stay first */
+    struct qr_http_native *client;
+    struct hn_call *next, *prev;
+    struct hn_host *host;
+    struct hn_conn *conn;
+    struct event kick, timer;
+    enum phase phase;
+    enum rstate rstate;
+    enum body_kind body_kind;
+    bool head_req;      /* HEAD: a response never has a body */
+    bool cancelled;     /* no callback may run any more; reaped at depth 0 */
+    bool in_done;       /* on_done is running: cancel is a no-op */
+    bool paused;        /* the consumer asked for a pause */
+    bool want_resume;   /* kick must deliver held data and read again */
+    bool retried;       /* the one retry on a fresh connection is spent */
+    bool keep_alive;    /* the response allows reusing the connection */
+    uint64_t remaining; /* BODY_LENGTH: body bytes still due */
+    struct qr_http_chunked chunked;
+    uint64_t rx;          /* response bytes received on the current connection */
+    size_t head_scan;     /* bytes of the current head (from in_off) known to hold no end */
+    size_t header_total;  /* head bytes seen, against HN_MAX_HEADER_BYTES */
+    uint64_t deadline_ms; /* whole exchange, monotonic; 0 = none */
+    uint64_t connect_deadline_ms;
+    uint64_t timeout_ms;
+    uint32_t connect_timeout_ms;
+    struct sockaddr_storage addrs[HN_MAX_ADDRS];
+    socklen_t addr_lens[HN_MAX_ADDRS];
+    unsigned n_addrs, addr_i;
+    const char *req; /* formatted head, in storage */
+    size_t req_len;
+    const char *body; /* borrowed from the caller until on_done/cancel */
+    size_t body_len;
+    size_t sent; /* bytes of head + body written on the current connection */
+    qr_http_call_response_fn on_response;
+    qr_http_call_data_fn on_data;
+    qr_http_call_done_fn on_done;
+    void *arg;
+    struct qr_diag diag;
+    const char *safe_url; /* scheme://host[:port]/path, in storage */
+    char storage[];       /* safe_url NUL, then the request head */
+};
+
+struct qr_http_native {
+    struct event_base *base;
+    struct hn_call *calls;
+    struct hn_host *hosts;
+    unsigned n_idle;
+    unsigned depth; /* our event callbacks on the stack; frees wait for 0 */
+    bool need_reap;
+};
+
+/* --- URL -------------------------------------------------------------------------------------- */
+
+struct hn_url {
+    const char *host; /* as written, IPv6 brackets included (for the Host header) */
+    size_t host_len;
+    const char *name; /* without brackets (for the pool and the resolver) */
+    size_t name_len;
+    uint16_t port;
+    bool port_given;
+    const char *target; /* path and query; empty means "/" */
+    size_t target_len;
+    size_t safe_len; /* url[0..safe_len) is scheme://authority/path */
+};
+
+static bool is_reg_name_char(unsigned char ch)
+{
+    return isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
+}
+
+/* Dot segments ("/./", "/../", a trailing "/." or "/..") would be squashed by curl. */
+static bool has_dot_segment(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '/' || i + 1 >= n || p[i + 1] != '.')
+            continue;
+        size_t j = i + 2;
+        if (j < n && p[j] == '.')
+            j++;
+        if (j == n || p[j] == '/')
+            return true;
+    }
+    return false;
+}
+
+static bool url_parse(const char *url, struct hn_url *u)
+{
+    if (strncasecmp(url, "http://", 7) != 0)
+        return false;
+    const char *a = url + 7;
+    size_t alen = strcspn(a, "/?#");
+    if (memchr(a, '@', alen))
+        return false; /* userinfo: curl turns it into Basic auth */
+    const char *end = a + alen, *p = a;
+    if (*p == '[') {
+        const char *close = memchr(p, ']', alen);
+        if (!close || close == p + 1)
+            return false;
+        for (const char *q = p + 1; q < close; q++)
+            if (!isxdigit((unsigned char) *q) && *q != ':' && *q != '.')
+                return false; /* zone ids and the like: curl */
+        u->name = p + 1;
+        u->name_len = (size_t) (close - p - 1);
+        p = close + 1;
+    } else {
+        u->name = p;
+        while (p < end && is_reg_name_char((unsigned char) *p))
+            p++;
+        u->name_len = (size_t) (p - u->name);
+        if (u->name_len == 0)
+            return false;
+    }
+    u->host = a;
+    u->host_len = (size_t) (p - a);
+    u->port = 80;
+    u->port_given = false;
+    if (p < end) {
+        if (*p != ':' || p + 1 == end || end - p > 6)
+            return false;
+        unsigned long port = 0;
+        for (const char *q = p + 1; q < end; q++) {
+            if (!isdigit((unsigned char) *q))
+                return false;
+            port = port * 10 + (unsigned long) (*q - '0');
+        }
+        if (port == 0 || port > 65535)
+            return false;
+        u->port = (uint16_t) port;
+        u->port_given = true;
+        u->host_len = (size_t) (end - a);
+    }
+    if (*end == '?')
+        return false; /* "http://h?q": curl inserts the "/" */
+    u->target = end;
+    u->target_len = strcspn(end, "#");
+    for (size_t i = 0; i < u->target_len; i++)
+        if ((unsigned char) end[i] <= 0x20 || (unsigned char) end[i] >= 0x7f)
+            return false; /* curl would percent-encode or refuse */
+    size_t path_len = strcspn(end, "?#");
+    if (has_dot_segment(end, path_len))
+        return false;
+    u->safe_len = (size_t) (end - url) + path_len;
+    return true;
+}
+
+bool qr_http_native_url_supported(const char *url)
+{
+    struct hn_url u;
+    return url && url_parse(url, &u);
+}
+
+/* --- small helpers ---------------------------------------------------------------------------- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static struct timeval ms_tv(uint64_t ms)
+{
+    return (struct timeval){(time_t) (ms / 1000), (suseconds_t) ((ms % 1000) * 1000)};
+}
+
+static bool is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+static struct qr_slice trim(const char *p, size_t n)
+{
+    while (n && is_ows(*p)) {
+        p++;
+        n--;
+    }
+    while (n && (is_ows(p[n - 1]) || p[n - 1] == '\r'))
+        n--;
+    return (struct qr_slice){p, n};
+}
+
+/* Does the comma-separated list v contain token tok (case-insensitive)? */
+static bool has_token(struct qr_slice v, const char *tok)
+{
+    size_t i = 0;
+    while (i < v.len) {
+        size_t j = i;
+        while (j < v.len && v.ptr[j] != ',')
+            j++;
+        if (qr_slice_eq_nocase(trim(v.ptr + i, j - i), tok))
+            return true;
+        i = j + 1;
+    }
+    return false;
+}
+
+/* Is "chunked" the last coding of a Transfer-Encoding value? */
+static bool last_token_chunked(struct qr_slice v)
+{
+    const char *comma = NULL;
+    for (size_t i = v.len; i-- > 0;)
+        if (v.ptr[i] == ',') {
+            comma = v.ptr + i;
+            break;
+        }
+    struct qr_slice last = comma ? trim(comma + 1, v.len - (size_t) (comma + 1 - v.ptr)) : v;
+    return qr_slice_eq_nocase(trim(last.ptr, last.len), "chunked");
+}
+
+static void lower_first(char *s)
+{
+    s[0] = (char) tolower((unsigned char) s[0]);
+}
+
+static void enter(struct qr_http_native *c)
+{
+    c->depth++;
+}
+
+static void call_destroy(struct hn_call *call);
+
+/* Leave one of our event callbacks; the outermost one frees what was cancelled meanwhile. */
+static void leave(struct qr_http_native *c)
+{
+    if (--c->depth != 0)
+        return;
+    while (c->need_reap) {
+        c->need_reap = false;
+        struct hn_call *next;
+        for (struct hn_call *call = c->calls; call; call = next) {
+            next = call->next;
+            if (call->cancelled)
+                call_destroy(call);
+        }
+    }
+}
+
+/* --- connections ------------------------------------------------------------------------------ */
+
+static void rev_set(struct hn_conn *conn, bool on)
+{
+    if (on == conn->rev_on)
+        return;
+    if (on)
+        conn->rev_on = event_add(&conn->rev, NULL) == 0;
+    else {
+        event_del(&conn->rev);
+        conn->rev_on = false;
+    }
+}
+
+static void wev_set(struct hn_conn *conn, bool on)
+{
+    if (on == conn->wev_on)
+        return;
+    if (on)
+        conn->wev_on = event_add(&conn->wev, NULL) == 0;
+    else {
+        event_del(&conn->wev);
+        conn->wev_on = false;
+    }
+}
+
+static void pool_unlink(struct hn_conn *conn)
+{
+    if (!conn->pooled)
+        return;
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        conn->host->idle = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    conn->next = conn->prev = NULL;
+    conn->pooled = false;
+    conn->client->n_idle--;
+    evtimer_del(&conn->idle_timer);
+}
+
+static void conn_close(struct hn_conn *conn)
+{
+    pool_unlink(conn);
+    rev_set(conn, false);
+    wev_set(conn, false);
+    if (conn->fd >= 0)
+        close(conn->fd);
+    free(conn->in);
+    free(conn->hdrs);
+    free(conn);
+}
+
+/* A pooled connection became readable: the peer closed it (or sent bytes nobody asked for). */
+static void on_idle_read(struct hn_conn *conn)
+{
+    char b[64];
+    ssize_t n = recv(conn->fd, b, sizeof(b), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    conn_close(conn);
+}
+
+static void on_idle_timer(evutil_socket_t fd, short what, void *arg)
+{
+    conn_close(arg);
+}
+
+static bool pool_put(struct hn_conn *conn)
+{
+    struct qr_http_native *c = conn->client;
+    if (c->n_idle >= HN_MAX_IDLE)
+        return false;
+    struct timeval tv = {HN_IDLE_TIMEOUT_S, 0};
+    conn->in_off = conn->in_len = 0;
+    conn->next = conn->host->idle;
+    conn->prev = NULL;
+    if (conn->next)
+        conn->next->prev = conn;
+    conn->host->idle = conn;
+    conn->pooled = true;
+    c->n_idle++;
+    evtimer_add(&conn->idle_timer, &tv);
+    wev_set(conn, false);
+    rev_set(conn, true); /* stays registered: no epoll_ctl per request */
+    return true;
+}
+
+static struct hn_conn *pool_take(struct hn_host *h)
+{
+    struct hn_conn *conn = h->idle;
+    if (conn)
+        pool_unlink(conn);
+    return conn;
+}
+
+/* --- call completion -------------------------------------------------------------------------- */
+
+/* Deliver the outcome and free the call. Runs only from our event callbacks (depth > 0). */
+static void finish(struct hn_call *call, enum qr_err err)
+{
+    struct hn_conn *conn = call->conn;
+
+    call->phase = PH_DONE;
+    evtimer_del(&call->timer);
+    event_del(&call->kick);
+    if (conn) {
+        bool reuse = err == QR_OK && call->keep_alive && !conn->eof &&
+                     conn->in_off == conn->in_len && call->sent == call->req_len + call->body_len;
+        call->conn = NULL;
+        conn->call = NULL;
+        /* back to the pool before on_done, so a call started from on_done can reuse it */
+        if (!reuse || !pool_put(conn))
+            conn_close(conn);
+    }
+    call->in_done = true;
+    if (call->on_done)
+        call->on_done((struct qr_http_call *) call, err, &call->diag, call->arg);
+    call_destroy(call);
+}
+
+static void fail(struct hn_call *call, enum qr_err err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct hn_call *call, enum qr_err err, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    qr_diag_set(&call->diag, err, "upstream '%s': %s", call->safe_url, what);
+    finish(call, err);
+}
+
+static void fail_errno(struct hn_call *call, const char *what, int e)
+{
+    char detail[128];
+    snprintf(detail, sizeof(detail), "%s", strerror(e));
+    lower_first(detail);
+    fail(call, QR_ERR_UPSTREAM, "%s (%s)", what, detail);
+}
+
+/* --- connecting ------------------------------------------------------------------------------- */
+
+static bool send_more(struct hn_call *call);
+
+/* Fill call->addrs: numeric literals directly, names through the resolver (IPv4 first, since
+ * "localhost" engines usually listen on 127.0.0.1 only). */
+static int resolve(struct hn_call *call)
+{
+    struct hn_host *h = call->host;
+    struct sockaddr_in *sin = (struct sockaddr_in *) &call->addrs[0];
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *) &call->addrs[0];
+
+    call->n_addrs = call->addr_i = 0;
+    memset(&call->addrs[0], 0, sizeof(call->addrs[0]));
+    if (inet_pton(AF_INET, h->name, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(h->port);
+        call->addr_lens[0] = sizeof(*sin);
+        call->n_addrs = 1;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, h->name, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(h->port);
+        call->addr_lens[0] = sizeof(*sin6);
+        call->n_addrs = 1;
+        return 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", h->port);
+    int rc = getaddrinfo(h->name, port, &hints, &res);
+    if (rc != 0)
+        return rc;
+    for (int family = 0; family < 2; family++)
+        for (struct addrinfo *ai = res; ai && call->n_addrs < HN_MAX_ADDRS; ai = ai->ai_next) {
+            if (ai->ai_family != (family == 0 ? AF_INET : AF_INET6) ||
+                ai->ai_addrlen > sizeof(call->addrs[0]))
+                continue;
+            memcpy(&call->addrs[call->n_addrs], ai->ai_addr, ai->ai_addrlen);
+            call->addr_lens[call->n_addrs++] = ai->ai_addrlen;
+        }
+    freeaddrinfo(res);
+    return call->n_addrs ? 0 : EAI_NONAME;
+}
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg);
+static void on_conn_write(evutil_socket_t fd, short what, void *arg);
+
+static void arm_timer(struct hn_call *call)
+{
+    uint64_t at = call->deadline_ms;
+    if (call->phase == PH_CONNECTING && (!at || call->connect_deadline_ms < at))
+        at = call->connect_deadline_ms;
+    if (!at)
+        return;
+    uint64_t now = mono_ms();
+    struct timeval tv = ms_tv(at > now ? at - now : 0);
+    evtimer_add(&call->timer, &tv);
+}
+
+static void conn_failed(struct hn_call *call, int e);
+
+/* Connected (or connect failed) on call->conn: start sending. False when the call finished. */
+static bool connected(struct hn_call *call)
+{
+    struct hn_conn *conn = call->conn;
+    int e = 0;
+    socklen_t len = sizeof(e);
+    if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+        e = errno;
+    if (e != 0) {
+        conn_failed(call, e);
+        return false;
+    }
+    wev_set(conn, false);
+    call->phase = PH_EXCHANGE;
+    call->rstate = RS_HEAD;
+    if (!call->paused)
+        rev_set(conn, true);
+    return send_more(call);
+}
+
+/* Open a fresh connection to the next address. False when the call finished (failed). */
+static bool conn_open(struct hn_call *call)
+{
+    struct qr_http_native *c = call->client;
+    int e = 0;
+
+    while (call->addr_i < call->n_addrs) {
+        unsigned i = call->addr_i++;
+        int fd = socket(call->addrs[i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(fd, (struct sockaddr *) &call->addrs[i], call->addr_lens[i]) != 0 &&
+            errno != EINPROGRESS) {
+            e = errno;
+            close(fd);
+            continue;
+        }
+        struct hn_conn *conn = calloc(1, sizeof(*conn));
+        if (!conn)
+            abort(); /* a small fixed allocation */
+        conn->client = c;
+        conn->host = call->host;
+        conn->fd = fd;
+        conn->uses = 1;
+        event_assign(&conn->rev, c->base, fd, EV_READ | EV_PERSIST, on_conn_read, conn);
+        event_assign(&conn->wev, c->base, fd, EV_WRITE | EV_PERSIST, on_conn_write, conn);
+        evtimer_assign(&conn->idle_timer, c->base, on_idle_timer, conn);
+        conn->call = call;
+        call->conn = conn;
+        call->phase = PH_CONNECTING;
+        call->sent = 0;
+        call->rx = 0;
+        call->connect_deadline_ms = mono_ms() + call->connect_timeout_ms;
+        arm_timer(call);
+        wev_set(conn, true); /* writable = connected (or failed: SO_ERROR says) */
+        return true;
+    }
+    char detail[128];
+    snprintf(detail, sizeof(detail), "%s", strerror(e ? e : ECONNREFUSED));
+    lower_first(detail);
+    fail(call, QR_ERR_UPSTREAM, "couldn't connect to server (failed to connect to %s port %u: %s)",
+         call->host->name, call->host->port, detail);
+    return false;
+}
+
+/* The connect on call->conn failed with e: try the next address, or fail the call. */
+static void conn_failed(struct hn_call *call, int e)
+{
+    struct hn_conn *conn = call->conn;
+    call->conn = NULL;
+    conn->call = NULL;
+    conn_close(conn);
+    if (call->addr_i < call->n_addrs) {
+        conn_open(call);
+        return;
+    }
+    char detail[128];
+    snprintf(detail, sizeof(detail), "%s", strerror(e));
+    lower_first(detail);
+    fail(call, QR_ERR_UPSTREAM, "couldn't connect to server (failed to connect to %s port %u: %s)",
+         call->host->name, call->host->port, detail);
+}
+
+/* Retry on a fresh connection after a pooled one turned out closed. False when the call ended. */
+static bool retry(struct hn_call *call)
+{
+    struct hn_conn *conn = call->conn;
+    call->conn = NULL;
+    conn->call = NULL;
+    conn_close(conn);
+    call->retried = true;
+    call->rstate = RS_HEAD;
+    call->head_scan = 0;
+    call->header_total = 0;
+    int rc = resolve(call);
+    if (rc != 0) {
+        fail(call, QR_ERR_UPSTREAM, "couldn't resolve host name (%s)", gai_strerror(rc));
+        return false;
+    }
+    return conn_open(call);
+}
+
+/* May this failure on the current connection be retried on a fresh one? */
+static bool can_retry(const struct hn_call *call)
+{
+    return call->conn->uses > 1 && call->rx == 0 && !call->retried;
+}
+
+/* Write what is left of head + body. False when the call finished (failed or retried and failed);
+ * true when all is sent or the rest waits for writability. */
+static bool send_more(struct hn_call *call)
+{
+    struct hn_conn *conn = call->conn;
+    size_t total = call->req_len + call->body_len;
+
+    while (call->sent < total) {
+        struct iovec iov[2];
+        int n = 0;
+        if (call->sent < call->req_len)
+            iov[n++] =
+                (struct iovec){(void *) (call->req + call->sent), call->req_len - call->sent};
+        size_t boff = call->sent > call->req_len ? call->sent - call->req_len : 0;
+        if (call->body_len > boff)
+            iov[n++] = (struct iovec){(void *) (call->body + boff), call->body_len - boff};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t) n};
+        ssize_t w = sendmsg(conn->fd, &m, MSG_NOSIGNAL);
+        if (w > 0) {
+            call->sent += (size_t) w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            wev_set(conn, true);
+            return true;
+        }
+        int e = w < 0 ? errno : EPIPE;
+        if ((e == EPIPE || e == ECONNRESET) && can_retry(call))
+            return retry(call);
+        fail_errno(call, "failed sending data to the peer", e);
+        return false;
+    }
+    wev_set(conn, false);
+    return true;
+}
+
+/* --- response --------------------------------------------------------------------------------- */
+
+/* Run on_response. False when the call ended (refused: finished with CANCELLED; or cancelled). */
+static bool deliver_response(struct hn_call *call, int status, size_t n_hdrs)
+{
+    if (!call->on_response)
+        return true;
+    bool ok = call->on_response((struct qr_http_call *) call, status, call->conn->hdrs, n_hdrs,
+                                call->arg);
+    if (call->cancelled)
+        return false;
+    if (!ok) {
+        fail(call, QR_ERR_CANCELLED, "cancelled by the response callback");
+        return false;
+    }
+    return true;
+}
+
+/* Run on_data. False when the call ended. */
+static bool deliver_data(struct hn_call *call, const char *p, size_t n)
+{
+    if (n == 0 || !call->on_data)
+        return true;
+    bool ok = call->on_data((struct qr_http_call *) call, p, n, call->arg);
+    if (call->cancelled)
+        return false;
+    if (!ok) {
+        fail(call, QR_ERR_CANCELLED, "cancelled by the data callback");
+        return false;
+    }
+    return true;
+}
+
+/* Status line "HTTP/1.x SSS[ reason]". Returns the status or -1; *minor gets x. */
+static int parse_status_line(const char *p, size_t n, int *minor)
+{
+    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
+        return -1;
+    if (!isdigit((unsigned char) p[9]) || !isdigit((unsigned char) p[10]) ||
+        !isdigit((unsigned char) p[11]) || (n > 12 && p[12] != ' '))
+        return -1;
+    *minor = p[7] - '0';
+    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+}
+
+/* Split the complete head buf[0..len) (ending in its empty line) into conn->hdrs, in place:
+ * names and values trimmed, obsolete folding joined with one space (curl does the same). Returns
+ * the number of fields or -1 (too many). */
+static long split_fields(struct hn_conn *conn, char *buf, size_t len)
+{
+    size_t n = 0;
+    char *p = (char *) memchr(buf, '\n', len) + 1; /* after the status line */
+    char *end = buf + len;
+
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t) (end - p));
+        size_t ll = (size_t) (nl - p);
+        if (ll && p[ll - 1] == '\r')
+            ll--;
+        if (ll == 0)
+            break; /* the empty line */
+        if (is_ows(*p)) {
+            struct qr_slice more = trim(p, ll);
+            if (n && more.len) { /* move the continuation next to the previous value */
+                struct qr_http_header *last = &conn->hdrs[n - 1];
+                char *v = (char *) last->value.ptr + last->value.len;
+                *v = ' ';
+                memmove(v + 1, more.ptr, more.len);
+                last->value.len += 1 + more.len;
+            }
+        } else {
+            char *colon = memchr(p, ':', ll);
+            struct qr_slice name = colon ? trim(p, (size_t) (colon - p)) : (struct qr_slice){0};
+            if (name.len) {
+                if (n == HN_MAX_HEADERS)
+                    return -1;
+                if (n == conn->cap_hdrs) {
+                    size_t cap = conn->cap_hdrs ? conn->cap_hdrs * 2 : 16;
+                    struct qr_http_header *h = realloc(conn->hdrs, cap * sizeof(*h));
+                    if (!h)
+                        abort(); /* bounded by HN_MAX_HEADERS */
+                    conn->hdrs = h;
+                    conn->cap_hdrs = cap;
+                }
+                conn->hdrs[n].name = name;
+                conn->hdrs[n].value = trim(colon + 1, ll - (size_t) (colon + 1 - p));
+                n++;
+            }
+        }
+        p = nl + 1;
+    }
+    return (long) n;
+}
+
+/* Decide the body framing from the final head. False: malformed (call failed). */
+static bool set_framing(struct hn_call *call, int status, int minor, size_t n)
+{
+    const struct qr_http_header *h = call->conn->hdrs;
+    bool te = false, chunked = false, has_cl = false, conn_close = false, conn_ka = false;
+    uint64_t cl = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (qr_slice_eq_nocase(h[i].name, "content-length")) {
+            uint64_t v;
+            if (!qr_http_parse_content_length(h[i].value, &v) || (has_cl && v != cl)) {
+                fail(call, QR_ERR_UPSTREAM, "invalid content-length in the response");
+                return false;
+            }
+            has_cl = true;
+            cl = v;
+        } else if (qr_slice_eq_nocase(h[i].name, "transfer-encoding")) {
+            te = true;
+            chunked = last_token_chunked(h[i].value);
+        } else if (qr_slice_eq_nocase(h[i].name, "connection")) {
+            conn_close = conn_close || has_token(h[i].value, "close");
+            conn_ka = conn_ka || has_token(h[i].value, "keep-alive");
+        }
+    }
+    call->remaining = 0;
+    if (call->head_req || status == 204 || status == 304)
+        call->body_kind = BODY_NONE;
+    else if (te)
+        call->body_kind = chunked ? BODY_CHUNKED : BODY_CLOSE;
+    else if (has_cl) {
+        call->body_kind = BODY_LENGTH;
+        call->remaining = cl;
+    } else
+        call->body_kind = BODY_CLOSE;
+    if (call->body_kind == BODY_CHUNKED)
+        qr_http_chunked_init(&call->chunked);
+    call->keep_alive = call->body_kind != BODY_CLOSE && !conn_close && (minor == 1 || conn_ka);
+    return true;
+}
+
+enum step { STEP_MORE, STEP_WAIT, STEP_ENDED };
+
+/* Parse one response head if it is complete. STEP_MORE: a head was consumed (1xx skipped, or the
+ * final one delivered); STEP_WAIT: need more bytes; STEP_ENDED: the call finished. */
+static enum step parse_head(struct hn_call *call)
+{
+    struct hn_conn *conn = call->conn;
+    char *buf = conn->in + conn->in_off;
+    size_t avail = conn->in_len - conn->in_off, end = 0;
+
+    /* find the empty line; head_scan remembers how far earlier reads got */
+    for (size_t i = call->head_scan; i < avail;) {
+        char *nl = memchr(buf + i, '\n', avail - i);
+        if (!nl) {
+            call->head_scan = avail;
+            break;
+        }
+        size_t at = (size_t) (nl - buf);
+        if (at + 1 < avail && buf[at + 1] == '\n') {
+            end = at + 2;
+            break;
+        }
+        if (at + 2 < avail && buf[at + 1] == '\r' && buf[at + 2] == '\n') {
+            end = at + 3;
+            break;
+        }
+        if (at + 1 == avail || (at + 2 == avail && buf[at + 1] == '\r')) {
+            call->head_scan = at; /* cannot tell yet: rescan from this newline */
+            break;
+        }
+        i = at + 1;
+    }
+    if (end == 0) {
+        if (avail > HN_MAX_HEADER_BYTES - call->header_total) {
+            fail(call, QR_ERR_UPSTREAM, "response header section larger than 1048576 bytes");
+            return STEP_ENDED;
+        }
+        return STEP_WAIT;
+    }
+    if (end > HN_MAX_HEADER_BYTES - call->header_total) {
+        fail(call, QR_ERR_UPSTREAM, "response header section larger than 1048576 bytes");
+        return STEP_ENDED;
+    }
+    call->header_total += end;
+    call->head_scan = 0;
+
+    int minor = 1;
+    size_t l0 = (size_t) ((char *) memchr(buf, '\n', end) - buf);
+    int status = parse_status_line(buf, l0 && buf[l0 - 1] == '\r' ? l0 - 1 : l0, &minor);
+    if (status < 100) {
+        fail(call, QR_ERR_UPSTREAM, "unsupported or malformed response status line");
+        return STEP_ENDED;
+    }
+    long n = split_fields(conn, buf, end);
+    if (n < 0) {
+        fail(call, QR_ERR_UPSTREAM, "more than 4096 response header fields");
+        return STEP_ENDED;
+    }
+    conn->in_off += end;
+    if (status == 101) {
+        fail(call, QR_ERR_UPSTREAM, "unexpected 101 switching protocols");
+        return STEP_ENDED;
+    }
+    if (status < 200)
+        return STEP_MORE; /* interim response: skipped */
+    if (!set_framing(call, status, minor, (size_t) n))
+        return STEP_ENDED;
+    call->rstate = RS_BODY;
+    if (!deliver_response(call, status, (size_t) n))
+        return STEP_ENDED;
+    if (call->body_kind == BODY_NONE || (call->body_kind == BODY_LENGTH && call->remaining == 0)) {
+        finish(call, QR_OK);
+        return STEP_ENDED;
+    }
+    return STEP_MORE;
+}
+
+/* Consume body bytes from the buffer: at most one on_data. */
+static enum step body_step(struct hn_call *call)
+{
+    struct hn_conn *conn = call->conn;
+    const char *p = conn->in + conn->in_off;
+    size_t avail = conn->in_len - conn->in_off;
+
+    if (avail == 0)
+        return STEP_WAIT;
+    switch (call->body_kind) {
+    case BODY_LENGTH: {
+        size_t n = avail < call->remaining ? avail : (size_t) call->remaining;
+        conn->in_off += n;
+        call->remaining -= n;
+        if (!deliver_data(call, p, n))
+            return STEP_ENDED;
+        if (call->remaining == 0) {
+            finish(call, QR_OK);
+            return STEP_ENDED;
+        }
+        return STEP_MORE;
+    }
+    case BODY_CHUNKED: {
+        size_t used = 0;
+        struct qr_slice data = {0};
+        enum qr_http_chunked_rc rc = qr_http_chunked_step(&call->chunked, p, avail, &used, &data);
+        if (rc == QR_HTTP_CHUNKED_ERROR) {
+            fail(call, QR_ERR_UPSTREAM, "malformed chunked encoding in the response body");
+            return STEP_ENDED;
+        }
+        conn->in_off += used;
+        if (!deliver_data(call, data.ptr, data.len))
+            return STEP_ENDED;
+        if (rc == QR_HTTP_CHUNKED_DONE) {
+            finish(call, QR_OK);
+            return STEP_ENDED;
+        }
+        return used || data.len ? STEP_MORE : STEP_WAIT;
+    }
+    default: /* BODY_CLOSE */
+        conn->in_off += avail;
+        return deliver_data(call, p, avail) ? STEP_MORE : STEP_ENDED;
+    }
+}
+
+/* The connection is at EOF and every received byte has been used. */
+static void at_eof(struct hn_call *call)
+{
+    if (call->rstate == RS_HEAD) {
+        if (call->rx == 0 && can_retry(call)) {
+            retry(call);
+            return;
+        }
+        if (call->rx == 0)
+            fail(call, QR_ERR_UPSTREAM, "empty reply from server");
+        else
+            fail(call, QR_ERR_UPSTREAM, "connection closed before the end of the response head");
+        return;
+    }
+    switch (call->body_kind) {
+    case BODY_CLOSE:
+        finish(call, QR_OK);
+        return;
+    case BODY_LENGTH:
+        fail(call, QR_ERR_UPSTREAM, "transfer closed with %llu bytes remaining to read",
+             (unsigned long long) call->remaining);
+        return;
+    default:
+        fail(call, QR_ERR_UPSTREAM, "transfer closed with outstanding read data remaining");
+        return;
+    }
+}
+
+/* Use the received bytes until they run out, the call pauses, or it ends. False when the call
+ * ended (freed: do not touch it). */
+static bool process(struct hn_call *call)
+{
+    while (!call->cancelled) {
+        if (call->paused)
+            return true;
+        enum step s = call->rstate == RS_HEAD ? parse_head(call) : body_step(call);
+        if (s == STEP_ENDED)
+            return false;
+        if (s == STEP_WAIT) {
+            struct hn_conn *conn = call->conn;
+            if (conn->in_off == conn->in_len)
+                conn->in_off = conn->in_len = 0;
+            if (!conn->eof)
+                return true;
+            if (conn->in_off != conn->in_len) { /* truncated head or chunk framing */
+                if (call->rstate == RS_HEAD)
+                    fail(call, QR_ERR_UPSTREAM,
+                         "connection closed before the end of the response head");
+                else
+                    fail(call, QR_ERR_UPSTREAM,
+                         "transfer closed with outstanding read data remaining");
+                return false;
+            }
+            at_eof(call);
+            return false;
+        }
+    }
+    return false;
+}
+
+/* Make room for a read of HN_READ_SIZE; the buffer only grows while a head is incomplete. */
+static void in_reserve(struct hn_conn *conn)
+{
+    if (conn->in_cap - conn->in_len >= HN_READ_SIZE)
+        return;
+    if (conn->in_off) {
+        memmove(conn->in, conn->in + conn->in_off, conn->in_len - conn->in_off);
+        conn->in_len -= conn->in_off;
+        conn->in_off = 0;
+        if (conn->in_cap - conn->in_len >= HN_READ_SIZE)
+            return;
+    }
+    size_t cap = conn->in_cap ? conn->in_cap : HN_READ_SIZE;
+    while (cap - conn->in_len < HN_READ_SIZE)
+        cap *= 2;
+    char *p = realloc(conn->in, cap);
+    if (!p)
+        abort(); /* bounded by the head cap */
+    conn->in = p;
+    conn->in_cap = cap;
+}
+
+/* One recv for call, then process. Runs with depth raised. */
+static void conn_read(struct hn_conn *conn, struct hn_call *call)
+{
+    in_reserve(conn);
+    ssize_t n = recv(conn->fd, conn->in + conn->in_len, conn->in_cap - conn->in_len, 0);
+    if (n < 0) {
+        int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)
+            return;
+        if (call->rstate == RS_HEAD && can_retry(call)) {
+            retry(call);
+            return;
+        }
+        fail_errno(call, "failure when receiving data from the peer", e);
+        return;
+    }
+    if (n == 0) {
+        conn->eof = true;
+        rev_set(conn, false); /* level-triggered EOF would spin */
+    }
+    conn->in_len += (size_t) n;
+    call->rx += (uint64_t) n;
+    process(call);
+}
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct hn_conn *conn = arg;
+    struct hn_call *call = conn->call;
+    if (!call) {
+        on_idle_read(conn);
+        return;
+    }
+    struct qr_http_native *c = conn->client;
+    enter(c);
+    if (!call->cancelled && call->phase == PH_EXCHANGE)
+        conn_read(conn, call);
+    leave(c);
+}
+
+static void on_conn_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct hn_conn *conn = arg;
+    struct hn_call *call = conn->call;
+    struct qr_http_native *c = conn->client;
+
+    enter(c);
+    if (!call || call->cancelled)
+        wev_set(conn, false);
+    else if (call->phase == PH_CONNECTING)
+        connected(call);
+    else if (call->phase == PH_EXCHANGE)
+        send_more(call);
+    leave(c);
+}
+
+/* --- per-call events -------------------------------------------------------------------------- */
+
+/* Take a pooled connection or open one, then send. */
+static void begin(struct hn_call *call)
+{
+    struct hn_conn *conn = pool_take(call->host);
+    if (conn) {
+        conn->call = call;
+        conn->uses++;
+        call->conn = conn;
+        call->phase = PH_EXCHANGE;
+        call->rstate = RS_HEAD;
+        call->sent = 0;
+        call->rx = 0;
+        if (call->paused)
+            rev_set(conn, false);
+        send_more(call);
+        return;
+    }
+    int rc = resolve(call);
+    if (rc != 0) {
+        fail(call, QR_ERR_UPSTREAM, "couldn't resolve host name (%s)", gai_strerror(rc));
+        return;
+    }
+    conn_open(call);
+}
+
+/* Deferred work: start the exchange, or deliver held data after a resume. */
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct hn_call *call = arg;
+    struct qr_http_native *c = call->client;
+
+    enter(c);
+    if (call->cancelled || call->phase == PH_DONE)
+        goto out;
+    if (call->phase == PH_PENDING) {
+        begin(call);
+    } else if (call->want_resume && !call->paused) {
+        call->want_resume = false;
+        if (call->phase == PH_EXCHANGE && process(call) && !call->paused && !call->cancelled &&
+            !call->conn->eof)
+            rev_set(call->conn, true);
+    }
+out:
+    leave(c);
+}
+
+static void on_call_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct hn_call *call = arg;
+    struct qr_http_native *c = call->client;
+    uint64_t now = mono_ms();
+
+    enter(c);
+    if (call->cancelled || call->phase == PH_DONE)
+        goto out;
+    if (call->phase == PH_CONNECTING && now >= call->connect_deadline_ms)
+        fail(call, QR_ERR_UPSTREAM_TIMEOUT,
+             "timeout was reached (connection timed out after %u milliseconds)",
+             call->connect_timeout_ms);
+    else if (call->deadline_ms && now >= call->deadline_ms)
+        fail(call, QR_ERR_UPSTREAM_TIMEOUT,
+             "timeout was reached (operation timed out after %llu milliseconds with %llu bytes "
+             "received)",
+             (unsigned long long) call->timeout_ms, (unsigned long long) call->rx);
+    else
+        arm_timer(call); /* fired early, or the connect finished: wait for the rest */
+out:
+    leave(c);
+}
+
+/* --- client ----------------------------------------------------------------------------------- */
+
+enum qr_err qr_http_native_new(struct event_base *base, struct qr_diag *diag,
+                               struct qr_http_native **out)
+{
+    struct qr_http_native *c = calloc(1, sizeof(*c));
+    *out = NULL;
+    if (!c)
+        return qr_diag_set(diag, QR_ERR_NOMEM, "cannot allocate the upstream client");
+    c->base = base;
+    *out = c;
+    return QR_OK;
+}
+
+void qr_http_native_free(struct qr_http_native *c)
+{
+    if (!c)
+        return;
+    if (NEVER(c->depth != 0))
+        return; /* freed from inside one of its callbacks: leak rather than crash */
+    while (c->calls)
+        call_destroy(c->calls);
+    while (c->hosts) {
+        struct hn_host *h = c->hosts;
+        c->hosts = h->next;
+        while (h->idle)
+            conn_close(h->idle);
+        free(h);
+    }
+    free(c);
+}
+
+unsigned qr_http_native_in_flight(const struct qr_http_native *c)
+{
+    unsigned n = 0;
+    for (const struct hn_call *call = c->calls; call; call = call->next)
+        n += !call->cancelled && call->phase != PH_DONE;
+    return n;
+}
+
+/* --- call ------------------------------------------------------------------------------------- */
+
+static void call_destroy(struct hn_call *call)
+{
+    struct qr_http_native *c = call->client;
+    event_del(&call->kick);
+    evtimer_del(&call->timer);
+    if (call->conn) { /* mid-exchange: the connection cannot be reused */
+        call->conn->call = NULL;
+        conn_close(call->conn);
+    }
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    free(call);
+}
+
+static struct hn_host *host_get(struct qr_http_native *c, const struct hn_url *u)
+{
+    for (struct hn_host *h = c->hosts; h; h = h->next)
+        if (h->port == u->port && h->name_len == u->name_len &&
+            strncasecmp(h->name, u->name, u->name_len) == 0)
+            return h;
+    struct hn_host *h = calloc(1, sizeof(*h) + u->name_len + 1);
+    if (!h)
+        return NULL;
+    h->port = u->port;
+    h->name_len = u->name_len;
+    memcpy(h->name, u->name, u->name_len);
+    h->next = c->hosts;
+    c->hosts = h;
+    return h;
+}
+
+static bool is_framing_header(struct qr_slice name)
+{
+    return qr_slice_eq_nocase(name, "content-length") ||
+           qr_slice_eq_nocase(name, "transfer-encoding");
+}
+
+static char *put(char *p, const void *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Format the request head at p (room computed by the caller); returns its end. */
+static char *format_head(char *p, const struct qr_http_call_opts *o, const struct hn_url *u,
+                         bool has_body)
+{
+    bool own_host = false;
+    p = put(p, o->method, strlen(o->method));
+    *p++ = ' ';
+    p = u->target_len ? put(p, u->target, u->target_len) : put(p, "/", 1);
+    p = put(p, " HTTP/1.1\r\n", 11);
+    for (size_t i = 0; i < o->n_headers; i++)
+        own_host = own_host || qr_slice_eq_nocase(o->headers[i].name, "host");
+    if (!own_host) { /* the caller's Host wins, as with curl */
+        p = put(p, "Host: ", 6);
+        p = put(p, u->host,
+                u->port_given && u->port == 80
+                    ? (size_t) (u->name_len + (u->host[0] == '[' ? 2 : 0))
+                    : u->host_len);
+        p = put(p, "\r\n", 2);
+    }
+    for (size_t i = 0; i < o->n_headers; i++) {
+        const struct qr_http_header *h = &o->headers[i];
+        if (is_framing_header(h->name))
+            continue; /* framing is ours */
+        p = put(p, h->name.ptr, h->name.len);
+        p = put(p, h->value.len ? ": " : ":", h->value.len ? 2 : 1);
+        if (h->value.len)
+            p = put(p, h->value.ptr, h->value.len);
+        p = put(p, "\r\n", 2);
+    }
+    if (has_body)
+        p += sprintf(p, "Content-Length: %zu\r\n", o->body.len);
+    return put(p, "\r\n", 2);
+}
+
+enum qr_err qr_http_native_call_start(struct qr_http_native *c, const struct qr_http_call_opts *o,
+                                      struct qr_diag *diag, struct qr_http_call **out)
+{
+    struct hn_url u;
+    struct hn_host *host;
+
+    *out = NULL;
+    if (!url_parse(o->url, &u))
+        return qr_diag_set(diag, QR_ERR_INVALID, "bad upstream url: not a plain http url");
+    if (!(host = host_get(c, &u)))
+        return qr_diag_set(diag, QR_ERR_NOMEM, "cannot allocate an upstream call");
+    bool head = strcmp(o->method, "HEAD") == 0;
+    bool has_body = !head && (o->body.len || strcmp(o->method, "POST") == 0 ||
+                              strcmp(o->method, "PUT") == 0 || strcmp(o->method, "PATCH") == 0);
+    size_t room = strlen(o->method) + 1 + (u.target_len ? u.target_len : 1) + 11 + 6 + u.host_len +
+                  2 + 40 /* Content-Length */ + 2;
+    for (size_t i = 0; i < o->n_headers; i++)
+        room += o->headers[i].name.len + 2 + o->headers[i].value.len + 2;
+    struct hn_call *call = malloc(sizeof(*call) + u.safe_len + 1 + room);
+    if (!call)
+        return qr_diag_set(diag, QR_ERR_NOMEM, "cannot allocate an upstream call");
+    memset(call, 0, sizeof(*call));
+    call->impl = QR_HTTP_IMPL_NATIVE;
+    call->client = c;
+    call->host = host;
+    call->head_req = head;
+    call->on_response = o->on_response;
+    call->on_data = o->on_data;
+    call->on_done = o->on_done;
+    call->arg = o->arg;
+    call->body = o->body.len ? o->body.ptr : NULL;
+    call->body_len = o->body.len;
+    memcpy(call->storage, o->url, u.safe_len);
+    call->storage[u.safe_len] = '\0';
+    call->safe_url = call->storage;
+    char *req = call->storage + u.safe_len + 1;
+    call->req = req;
+    call->req_len = (size_t) (format_head(req, o, &u, has_body) - req);
+    call->timeout_ms = o->timeout_ms;
+    call->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : HN_CONNECT_DEFAULT;
+    event_assign(&call->kick, c->base, -1, 0, on_kick, call);
+    evtimer_assign(&call->timer, c->base, on_call_timer, call);
+    if (o->timeout_ms) {
+        call->deadline_ms = mono_ms() + o->timeout_ms;
+        struct timeval tv = ms_tv(o->timeout_ms);
+        evtimer_add(&call->timer, &tv);
+    }
+    call->next = c->calls;
+    if (c->calls)
+        c->calls->prev = call;
+    c->calls = call;
+    event_active(&call->kick, EV_TIMEOUT, 0); /* start from the loop, never inside start */
+    *out = (struct qr_http_call *) call;
+    return QR_OK;
+}
+
+void qr_http_native_call_pause(struct qr_http_call *pub)
+{
+    struct hn_call *call = (struct hn_call *) pub;
+    if (call->cancelled || call->phase == PH_DONE || call->paused)
+        return;
+    call->paused = true;
+    call->want_resume = false;
+    if (call->conn && call->phase == PH_EXCHANGE)
+        rev_set(call->conn, false); /* the upstream sees TCP back-pressure */
+}
+
+void qr_http_native_call_resume(struct qr_http_call *pub)
+{
+    struct hn_call *call = (struct hn_call *) pub;
+    if (call->cancelled || call->phase == PH_DONE || !call->paused)
+        return;
+    call->paused = false;
+    if (call->phase == PH_EXCHANGE) { /* held data is delivered from the loop, in order */
+        call->want_resume = true;
+        event_active(&call->kick, EV_TIMEOUT, 0);
+    } /* before the exchange, reading starts unpaused when the connection is ready */
+}
+
+void qr_http_native_call_cancel(struct qr_http_call *pub)
+{
+    struct hn_call *call = (struct hn_call *) pub;
+    if (!call || call->cancelled || call->in_done)
+        return;
+    call->cancelled = true;
+    event_del(&call->kick);
+    evtimer_del(&call->timer);
+    if (call->conn) { /* silence the connection until the reap closes it */
+        rev_set(call->conn, false);
+        wev_set(call->conn, false);
+    }
+    if (call->client->depth == 0)
+        call_destroy(call);
+    else
+        call->client->need_reap = true; /* a callback is on the stack */
+}
