@@ -149,6 +149,7 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     };
     if ((err = qr_http_client_new(base, diag, &app->client)))
         goto fail;
+    qr_http_client_set_curl_only(app->client, strcmp(cfg->http_client, "curl") == 0);
     struct qr_backend_env env = {.base = base, .http = app->client, .config = cfg};
     const struct qr_backend_vtable *vt =
         strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai : &qr_backend_ollama;

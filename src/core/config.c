@@ -35,6 +35,7 @@ struct key_def {
 };
 
 static const char *const backend_choices[] = {"ollama", "openai", NULL};
+static const char *const http_client_choices[] = {"native", "curl", NULL};
 static const char *const reasoning_choices[] = {"reasoning_content", "reasoning", NULL};
 static const char *const log_format_choices[] = {"json", "text", NULL};
 static const char *const log_level_choices[] = {"debug", "info", "warn", "error", NULL};
@@ -66,6 +67,10 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                                        reasoning_choices, 0,
                                        "field the engine reads assistant reasoning from in "
                                        "history (vLLM >= 0.16 and MLX: reasoning)"},
+    [QR_CFG_HTTP_CLIENT] = {"http_client", "QUANTUM_RUNTIME_HTTP_CLIENT", T_ENUM, OFF(http_client),
+                            "native", 0, 0, http_client_choices, 0,
+                            "upstream HTTP client for http:// engines: native or curl (https:// "
+                            "always uses curl)"},
     [QR_CFG_UPSTREAM_TIMEOUT] = {"upstream_timeout", "QUANTUM_RUNTIME_UPSTREAM_TIMEOUT", T_DURATION,
                                  OFF(upstream_timeout_ms), "15m", 1, 24 * HOUR, NULL, F_RELOADABLE,
                                  "bound on one upstream exchange, streamed body included"},

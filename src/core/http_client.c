@@ -10,9 +10,9 @@
  * stay inside this file: callers see qr_err values and diag text with credentials removed.
  *
  * Plain http:// calls go to the native client (http_native.c) instead, which costs a fraction of
- * libcurl per request; https:// (and URLs the native client does not take) stay here. Setting
- * QUANTUM_RUNTIME_HTTP_CLIENT=curl in the environment (read once per client, at creation) sends
- * every call through libcurl, for A/B measurements. */
+ * libcurl per request; https:// (and URLs the native client does not take) stay here.
+ * qr_http_client_set_curl_only (configuration key http_client=curl) sends every call through
+ * libcurl, for A/B measurements and as a fallback. */
 #include "core/http_client.h"
 #include "core/http_native.h"
 
@@ -94,7 +94,8 @@ struct qr_http_client {
     bool need_reap;
     CURL *spare[HC_SPARE_EASY]; /* reset easy handles kept for reuse: curl_easy_init is costly */
     unsigned n_spare;
-    struct qr_http_native *native; /* plain http:// calls; NULL when forced to curl */
+    struct qr_http_native *native; /* plain http:// calls */
+    bool curl_only;                /* qr_http_client_set_curl_only: every call through libcurl */
 };
 
 /* --- process-wide init ------------------------------------------------------------------------ */
@@ -591,9 +592,7 @@ enum qr_err qr_http_client_new(struct event_base *base, struct qr_diag *diag,
         err = qr_diag_set(diag, QR_ERR_INTERNAL, "cannot configure the upstream client");
         goto fail;
     }
-    const char *impl = getenv("QUANTUM_RUNTIME_HTTP_CLIENT");
-    if (!(impl && strcasecmp(impl, "curl") == 0) &&
-        (err = qr_http_native_new(base, diag, &c->native)) != QR_OK)
+    if ((err = qr_http_native_new(base, diag, &c->native)) != QR_OK)
         goto fail;
     *out = c;
     return QR_OK;
@@ -782,7 +781,7 @@ enum qr_err qr_http_call_start(struct qr_http_client *c, const struct qr_http_ca
         return err;
     if (strcmp(o->method, "HEAD") == 0 && o->body.len)
         return qr_diag_set(diag, QR_ERR_INVALID, "upstream HEAD request with a body");
-    if (c->native && qr_http_native_url_supported(o->url))
+    if (!c->curl_only && qr_http_native_url_supported(o->url))
         return qr_http_native_call_start(c->native, o, diag, out);
     call = calloc(1, sizeof(*call));
     if (!call)
@@ -871,4 +870,9 @@ void qr_http_call_cancel(struct qr_http_call *call)
         call_destroy(call);
     else
         call->client->need_reap = true; /* curl or a callback is on the stack */
+}
+
+void qr_http_client_set_curl_only(struct qr_http_client *c, bool on)
+{
+    c->curl_only = on;
 }

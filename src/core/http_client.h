@@ -65,6 +65,10 @@ void qr_http_call_resume(struct qr_http_call *call);
  * call only if that callback then returns false. */
 void qr_http_call_cancel(struct qr_http_call *call);
 
+/* Send every later call through libcurl instead of the native HTTP/1.1 client (which serves
+ * plain http:// by default). */
+void qr_http_client_set_curl_only(struct qr_http_client *c, bool on);
+
 /* Number of calls in flight (for shutdown and tests). */
 unsigned qr_http_client_in_flight(const struct qr_http_client *c);
 

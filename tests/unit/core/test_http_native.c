@@ -2,7 +2,7 @@
  * interface: every case of test_http_client.c, run with plain http:// URLs that the client sends
  * through the native path (each start asserts it), plus what only the native client does:
  * close-delimited HTTP/1.0 bodies, Connection: close, malformed chunks, byte-at-a-time responses,
- * the retry on a pooled connection the server closed, and the QUANTUM_RUNTIME_HTTP_CLIENT=curl
+ * the retry on a pooled connection the server closed, and the curl-only
  * switch.
  *
  * Copied from test_http_client.c: a scripted HTTP/1.1 server in the same event loop.
@@ -1434,7 +1434,7 @@ static void test_no_retry_after_a_response_byte(void **state)
     rec_cleanup(&b);
 }
 
-static void test_env_switch_forces_curl(void **state)
+static void test_curl_only_switch(void **state)
 {
     struct fx *f = *state;
     struct qr_http_client *curl_client = NULL;
@@ -1442,10 +1442,9 @@ static void test_env_switch_forces_curl(void **state)
     struct rec r;
     rec_init(&r, f);
     f->srv.on_request = h_hello;
-    setenv("QUANTUM_RUNTIME_HTTP_CLIENT", "curl", 1);
     enum qr_err err = qr_http_client_new(f->base, &diag, &curl_client);
-    unsetenv("QUANTUM_RUNTIME_HTTP_CLIENT");
     assert_int_equal(err, QR_OK);
+    qr_http_client_set_curl_only(curl_client, true);
     struct qr_http_call_opts o = {
         .method = "GET",
         .url = url_for(f, "/"),
@@ -1511,7 +1510,7 @@ int main(void)
         T(test_head_and_204_keep_the_connection),
         T(test_retry_on_stale_pooled_connection),
         T(test_no_retry_after_a_response_byte),
-        T(test_env_switch_forces_curl),
+        T(test_curl_only_switch),
     };
     return cmocka_run_group_tests_name("core/http_native", tests, NULL, NULL);
 }
