@@ -27,6 +27,7 @@ static int cmd_serve(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 static int cmd_check_config(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
+int qr_cli_inspect(int argc, char **argv); /* src/cli/inspect.c */
 
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
@@ -34,6 +35,8 @@ static const struct command commands[] = {
     {"version", cmd_version, "version [--json]", "print the version, commit and build date"},
     {"check-config", cmd_check_config, "check-config [--json] [--config FILE] [OPTIONS]",
      "validate the configuration and print it with secrets redacted"},
+    {"inspect", qr_cli_inspect, "inspect FILE [--json]",
+     "print a GGUF model's architecture contract"},
     {"help", cmd_help, "help", "show this help"},
 };
 

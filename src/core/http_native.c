@@ -55,8 +55,6 @@ enum phase {
 
 enum rstate { RS_HEAD, RS_BODY };
 
-enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
-
 struct hn_conn;
 
 /* One upstream host:port; its idle connections, most recently used first. Lives as long as the
@@ -94,7 +92,7 @@ struct hn_call {
     struct event kick, timer;
     enum phase phase;
     enum rstate rstate;
-    enum body_kind body_kind;
+    enum qr_http_body_framing body_kind;
     bool head_req;      /* HEAD: a response never has a body */
     bool cancelled;     /* no callback may run any more; reaped at depth 0 */
     bool in_done;       /* on_done is running: cancel is a no-op */
@@ -102,7 +100,7 @@ struct hn_call {
     bool want_resume;   /* kick must deliver held data and read again */
     bool retried;       /* the one retry on a fresh connection is spent */
     bool keep_alive;    /* the response allows reusing the connection */
-    uint64_t remaining; /* BODY_LENGTH: body bytes still due */
+    uint64_t remaining; /* QR_HTTP_FRAMING_LENGTH: body bytes still due */
     struct qr_http_chunked chunked;
     uint64_t rx;          /* response bytes received on the current connection */
     size_t head_scan;     /* bytes of the current head (from in_off) known to hold no end */
@@ -249,50 +247,6 @@ static uint64_t mono_ms(void)
 static struct timeval ms_tv(uint64_t ms)
 {
     return (struct timeval){(time_t) (ms / 1000), (suseconds_t) ((ms % 1000) * 1000)};
-}
-
-static bool is_ows(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
-static struct qr_slice trim(const char *p, size_t n)
-{
-    while (n && is_ows(*p)) {
-        p++;
-        n--;
-    }
-    while (n && (is_ows(p[n - 1]) || p[n - 1] == '\r'))
-        n--;
-    return (struct qr_slice){p, n};
-}
-
-/* Does the comma-separated list v contain token tok (case-insensitive)? */
-static bool has_token(struct qr_slice v, const char *tok)
-{
-    size_t i = 0;
-    while (i < v.len) {
-        size_t j = i;
-        while (j < v.len && v.ptr[j] != ',')
-            j++;
-        if (qr_slice_eq_nocase(trim(v.ptr + i, j - i), tok))
-            return true;
-        i = j + 1;
-    }
-    return false;
-}
-
-/* Is "chunked" the last coding of a Transfer-Encoding value? */
-static bool last_token_chunked(struct qr_slice v)
-{
-    const char *comma = NULL;
-    for (size_t i = v.len; i-- > 0;)
-        if (v.ptr[i] == ',') {
-            comma = v.ptr + i;
-            break;
-        }
-    struct qr_slice last = comma ? trim(comma + 1, v.len - (size_t) (comma + 1 - v.ptr)) : v;
-    return qr_slice_eq_nocase(trim(last.ptr, last.len), "chunked");
 }
 
 static void lower_first(char *s)
@@ -712,105 +666,45 @@ static bool deliver_data(struct hn_call *call, const char *p, size_t n)
     return true;
 }
 
-/* Status line "HTTP/1.x SSS[ reason]". Returns the status or -1; *minor gets x. */
-static int parse_status_line(const char *p, size_t n, int *minor)
+/* Decide the body framing of the final (unfolded) head. False: malformed (call failed). */
+static bool set_framing(struct hn_call *call, const struct qr_http_response_head *h)
 {
-    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
-        return -1;
-    if (!isdigit((unsigned char) p[9]) || !isdigit((unsigned char) p[10]) ||
-        !isdigit((unsigned char) p[11]) || (n > 12 && p[12] != ' '))
-        return -1;
-    *minor = p[7] - '0';
-    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-}
-
-/* Split the complete head buf[0..len) (ending in its empty line) into conn->hdrs, in place:
- * names and values trimmed, obsolete folding joined with one space (curl does the same). Returns
- * the number of fields or -1 (too many). */
-static long split_fields(struct hn_conn *conn, char *buf, size_t len)
-{
-    size_t n = 0;
-    char *p = (char *) memchr(buf, '\n', len) + 1; /* after the status line */
-    char *end = buf + len;
-
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t) (end - p));
-        size_t ll = (size_t) (nl - p);
-        if (ll && p[ll - 1] == '\r')
-            ll--;
-        if (ll == 0)
-            break; /* the empty line */
-        if (is_ows(*p)) {
-            struct qr_slice more = trim(p, ll);
-            if (n && more.len) { /* move the continuation next to the previous value */
-                struct qr_http_header *last = &conn->hdrs[n - 1];
-                char *v = (char *) last->value.ptr + last->value.len;
-                *v = ' ';
-                memmove(v + 1, more.ptr, more.len);
-                last->value.len += 1 + more.len;
-            }
-        } else {
-            char *colon = memchr(p, ':', ll);
-            struct qr_slice name = colon ? trim(p, (size_t) (colon - p)) : (struct qr_slice){0};
-            if (name.len) {
-                if (n == HN_MAX_HEADERS)
-                    return -1;
-                if (n == conn->cap_hdrs) {
-                    size_t cap = conn->cap_hdrs ? conn->cap_hdrs * 2 : 16;
-                    struct qr_http_header *h = realloc(conn->hdrs, cap * sizeof(*h));
-                    if (!h)
-                        abort(); /* bounded by HN_MAX_HEADERS */
-                    conn->hdrs = h;
-                    conn->cap_hdrs = cap;
-                }
-                conn->hdrs[n].name = name;
-                conn->hdrs[n].value = trim(colon + 1, ll - (size_t) (colon + 1 - p));
-                n++;
-            }
-        }
-        p = nl + 1;
+    enum qr_http_perr perr;
+    call->body_kind = qr_http_response_framing(h->status, call->head_req, h->minor_version, h,
+                                               &call->remaining, &perr);
+    if (call->body_kind == QR_HTTP_FRAMING_ERROR) {
+        fail(call, QR_ERR_UPSTREAM, "invalid content-length in the response");
+        return false;
     }
-    return (long) n;
-}
-
-/* Decide the body framing from the final head. False: malformed (call failed). */
-static bool set_framing(struct hn_call *call, int status, int minor, size_t n)
-{
-    const struct qr_http_header *h = call->conn->hdrs;
-    bool te = false, chunked = false, has_cl = false, conn_close = false, conn_ka = false;
-    uint64_t cl = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        if (qr_slice_eq_nocase(h[i].name, "content-length")) {
-            uint64_t v;
-            if (!qr_http_parse_content_length(h[i].value, &v) || (has_cl && v != cl)) {
-                fail(call, QR_ERR_UPSTREAM, "invalid content-length in the response");
-                return false;
-            }
-            has_cl = true;
-            cl = v;
-        } else if (qr_slice_eq_nocase(h[i].name, "transfer-encoding")) {
-            te = true;
-            chunked = last_token_chunked(h[i].value);
-        } else if (qr_slice_eq_nocase(h[i].name, "connection")) {
-            conn_close = conn_close || has_token(h[i].value, "close");
-            conn_ka = conn_ka || has_token(h[i].value, "keep-alive");
-        }
-    }
-    call->remaining = 0;
-    if (call->head_req || status == 204 || status == 304)
-        call->body_kind = BODY_NONE;
-    else if (te)
-        call->body_kind = chunked ? BODY_CHUNKED : BODY_CLOSE;
-    else if (has_cl) {
-        call->body_kind = BODY_LENGTH;
-        call->remaining = cl;
-    } else
-        call->body_kind = BODY_CLOSE;
-    if (call->body_kind == BODY_CHUNKED)
+    if (call->body_kind == QR_HTTP_FRAMING_CHUNKED)
         qr_http_chunked_init(&call->chunked);
-    call->keep_alive = call->body_kind != BODY_CLOSE && !conn_close && (minor == 1 || conn_ka);
+    call->keep_alive = qr_http_response_keep_alive(h->minor_version, h, call->body_kind);
     return true;
+}
+
+/* Parse the complete head buf[0..end) into conn->hdrs, growing the array (16, doubling) up to
+ * HN_MAX_HEADERS fields, then join obs-fold lines in place. -1 on error (*perr says which). */
+static int parse_fields(struct hn_conn *conn, char *buf, size_t end,
+                        struct qr_http_response_head *h, enum qr_http_perr *perr)
+{
+    for (;;) {
+        h->headers = conn->hdrs;
+        int rc = qr_http_parse_response_head(buf, end, h, conn->cap_hdrs, perr);
+        if (rc > 0)
+            break;
+        if (*perr != QR_HTTP_PERR_TOO_MANY_HEADERS || conn->cap_hdrs == HN_MAX_HEADERS)
+            return -1;
+        size_t cap = conn->cap_hdrs ? conn->cap_hdrs * 2 : 16;
+        if (cap > HN_MAX_HEADERS)
+            cap = HN_MAX_HEADERS;
+        struct qr_http_header *n = realloc(conn->hdrs, cap * sizeof(*n));
+        if (!n)
+            abort(); /* bounded by HN_MAX_HEADERS */
+        conn->hdrs = n;
+        conn->cap_hdrs = cap;
+    }
+    qr_http_response_head_unfold(buf, h);
+    return 0;
 }
 
 enum step { STEP_MORE, STEP_WAIT, STEP_ENDED };
@@ -821,30 +715,10 @@ static enum step parse_head(struct hn_call *call)
 {
     struct hn_conn *conn = call->conn;
     char *buf = conn->in + conn->in_off;
-    size_t avail = conn->in_len - conn->in_off, end = 0;
+    size_t avail = conn->in_len - conn->in_off;
 
     /* find the empty line; head_scan remembers how far earlier reads got */
-    for (size_t i = call->head_scan; i < avail;) {
-        char *nl = memchr(buf + i, '\n', avail - i);
-        if (!nl) {
-            call->head_scan = avail;
-            break;
-        }
-        size_t at = (size_t) (nl - buf);
-        if (at + 1 < avail && buf[at + 1] == '\n') {
-            end = at + 2;
-            break;
-        }
-        if (at + 2 < avail && buf[at + 1] == '\r' && buf[at + 2] == '\n') {
-            end = at + 3;
-            break;
-        }
-        if (at + 1 == avail || (at + 2 == avail && buf[at + 1] == '\r')) {
-            call->head_scan = at; /* cannot tell yet: rescan from this newline */
-            break;
-        }
-        i = at + 1;
-    }
+    size_t end = qr_http_response_head_end(buf, avail, &call->head_scan);
     if (end == 0) {
         if (avail > HN_MAX_HEADER_BYTES - call->header_total) {
             fail(call, QR_ERR_UPSTREAM, "response header section larger than 1048576 bytes");
@@ -859,31 +733,29 @@ static enum step parse_head(struct hn_call *call)
     call->header_total += end;
     call->head_scan = 0;
 
-    int minor = 1;
-    size_t l0 = (size_t) ((char *) memchr(buf, '\n', end) - buf);
-    int status = parse_status_line(buf, l0 && buf[l0 - 1] == '\r' ? l0 - 1 : l0, &minor);
-    if (status < 100) {
-        fail(call, QR_ERR_UPSTREAM, "unsupported or malformed response status line");
-        return STEP_ENDED;
-    }
-    long n = split_fields(conn, buf, end);
-    if (n < 0) {
-        fail(call, QR_ERR_UPSTREAM, "more than 4096 response header fields");
+    struct qr_http_response_head head;
+    enum qr_http_perr perr;
+    if (parse_fields(conn, buf, end, &head, &perr) < 0) {
+        if (perr == QR_HTTP_PERR_TOO_MANY_HEADERS)
+            fail(call, QR_ERR_UPSTREAM, "more than 4096 response header fields");
+        else
+            fail(call, QR_ERR_UPSTREAM, "unsupported or malformed response status line");
         return STEP_ENDED;
     }
     conn->in_off += end;
-    if (status == 101) {
+    if (head.status == 101) {
         fail(call, QR_ERR_UPSTREAM, "unexpected 101 switching protocols");
         return STEP_ENDED;
     }
-    if (status < 200)
+    if (head.status < 200)
         return STEP_MORE; /* interim response: skipped */
-    if (!set_framing(call, status, minor, (size_t) n))
+    if (!set_framing(call, &head))
         return STEP_ENDED;
     call->rstate = RS_BODY;
-    if (!deliver_response(call, status, (size_t) n))
+    if (!deliver_response(call, head.status, head.num_headers))
         return STEP_ENDED;
-    if (call->body_kind == BODY_NONE || (call->body_kind == BODY_LENGTH && call->remaining == 0)) {
+    if (call->body_kind == QR_HTTP_FRAMING_NONE ||
+        (call->body_kind == QR_HTTP_FRAMING_LENGTH && call->remaining == 0)) {
         finish(call, QR_OK);
         return STEP_ENDED;
     }
@@ -900,7 +772,7 @@ static enum step body_step(struct hn_call *call)
     if (avail == 0)
         return STEP_WAIT;
     switch (call->body_kind) {
-    case BODY_LENGTH: {
+    case QR_HTTP_FRAMING_LENGTH: {
         size_t n = avail < call->remaining ? avail : (size_t) call->remaining;
         conn->in_off += n;
         call->remaining -= n;
@@ -912,7 +784,7 @@ static enum step body_step(struct hn_call *call)
         }
         return STEP_MORE;
     }
-    case BODY_CHUNKED: {
+    case QR_HTTP_FRAMING_CHUNKED: {
         size_t used = 0;
         struct qr_slice data = {0};
         enum qr_http_chunked_rc rc = qr_http_chunked_step(&call->chunked, p, avail, &used, &data);
@@ -929,7 +801,7 @@ static enum step body_step(struct hn_call *call)
         }
         return used || data.len ? STEP_MORE : STEP_WAIT;
     }
-    default: /* BODY_CLOSE */
+    default: /* QR_HTTP_FRAMING_CLOSE */
         conn->in_off += avail;
         return deliver_data(call, p, avail) ? STEP_MORE : STEP_ENDED;
     }
@@ -950,10 +822,10 @@ static void at_eof(struct hn_call *call)
         return;
     }
     switch (call->body_kind) {
-    case BODY_CLOSE:
+    case QR_HTTP_FRAMING_CLOSE:
         finish(call, QR_OK);
         return;
-    case BODY_LENGTH:
+    case QR_HTTP_FRAMING_LENGTH:
         fail(call, QR_ERR_UPSTREAM, "transfer closed with %llu bytes remaining to read",
              (unsigned long long) call->remaining);
         return;

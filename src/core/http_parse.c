@@ -4,6 +4,7 @@
  * answer as the whole request; see http_parse.h for the strictness rules and why. */
 #include "core/http_parse.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ static const struct {
     [QR_HTTP_PERR_CL_AND_TE] = {"both 'content-length' and 'transfer-encoding'", 400},
     [QR_HTTP_PERR_TE_UNSUPPORTED] = {"unsupported 'transfer-encoding'", 501},
     [QR_HTTP_PERR_TE_HTTP10] = {"'transfer-encoding' in an HTTP/1.0 request", 400},
+    [QR_HTTP_PERR_STATUS_LINE] = {"unsupported or malformed response status line", 502},
+    [QR_HTTP_PERR_HEAD_TOO_LARGE] = {"response header section too large", 502},
 };
 
 _Static_assert(QR_ARRAY_LEN(perr_table) == QR_HTTP_PERR__COUNT, "every perr needs a row");
@@ -319,6 +322,244 @@ enum qr_http_perr qr_http_head_framing(const struct qr_http_head *head, struct q
     if (head->minor_version == 0)
         out->expect_continue = false;
     return QR_HTTP_PERR_NONE;
+}
+
+/* --- response heads (lenient: see http_parse.h) --- */
+
+static bool is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* p[0..n) without leading SP/HTAB and without trailing SP/HTAB/CR. */
+static struct qr_slice trim_ows(const char *p, size_t n)
+{
+    while (n && is_ows(*p)) {
+        p++;
+        n--;
+    }
+    while (n && (is_ows(p[n - 1]) || p[n - 1] == '\r'))
+        n--;
+    return (struct qr_slice){p, n};
+}
+
+static bool is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+size_t qr_http_response_head_end(const char *buf, size_t len, size_t *scan)
+{
+    for (size_t i = *scan; i < len;) {
+        const char *nl = memchr(buf + i, '\n', len - i);
+        if (!nl) {
+            *scan = len;
+            return 0;
+        }
+        size_t at = (size_t) (nl - buf);
+        if (at + 1 < len && buf[at + 1] == '\n') {
+            *scan = 0;
+            return at + 2;
+        }
+        if (at + 2 < len && buf[at + 1] == '\r' && buf[at + 2] == '\n') {
+            *scan = 0;
+            return at + 3;
+        }
+        if (at + 1 == len || (at + 2 == len && buf[at + 1] == '\r')) {
+            *scan = at; /* cannot tell yet: rescan from this newline */
+            return 0;
+        }
+        i = at + 1;
+    }
+    return 0;
+}
+
+/* Status line p[0..n) (its LF and one CR before it removed): "HTTP/1.x DDD" then the end or a
+ * space and the reason. */
+static bool parse_status_line(const char *p, size_t n, struct qr_http_response_head *out)
+{
+    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
+        return false;
+    if (!is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) || (n > 12 && p[12] != ' '))
+        return false;
+    out->minor_version = p[7] - '0';
+    out->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+    out->reason = n > 12 ? (struct qr_slice){p + 13, n - 13} : (struct qr_slice){p + 12, 0};
+    return out->status >= 100;
+}
+
+/* Length of the line at p[0..n) without its LF and one CR before it; p[n] ends it ('\n'). */
+static size_t line_len(const char *p, size_t n)
+{
+    return n && p[n - 1] == '\r' ? n - 1 : n;
+}
+
+int qr_http_parse_response_head(const char *buf, size_t len, struct qr_http_response_head *out,
+                                size_t max_headers, enum qr_http_perr *err)
+{
+    struct qr_http_header *hdrs = out->headers;
+    size_t scan = 0, end = qr_http_response_head_end(buf, len, &scan);
+    memset(out, 0, sizeof(*out));
+    out->headers = hdrs;
+    out->minor_version = -1;
+    *err = QR_HTTP_PERR_NONE;
+
+    /* Stage 1: the status line, judged as soon as it is complete. */
+    const char *nl = memchr(buf, '\n', end ? end : len);
+    if (!nl)
+        goto need_more;
+    if (!parse_status_line(buf, line_len(buf, (size_t) (nl - buf)), out)) {
+        *err = QR_HTTP_PERR_STATUS_LINE;
+        return -1;
+    }
+    if (end == 0)
+        goto need_more;
+    if (end > INT_MAX) {
+        *err = QR_HTTP_PERR_HEAD_TOO_LARGE;
+        return -1;
+    }
+
+    /* Stage 2: fields up to the empty line; continuations stretch the last named value. */
+    const char *p = nl + 1, *stop = buf + end;
+    while (p < stop) {
+        nl = memchr(p, '\n', (size_t) (stop - p));
+        size_t ll = line_len(p, (size_t) (nl - p));
+        if (ll == 0)
+            break; /* the empty line */
+        if (is_ows(*p)) {
+            struct qr_slice more = trim_ows(p, ll);
+            if (out->num_headers && more.len) {
+                struct qr_slice *v = &hdrs[out->num_headers - 1].value;
+                v->len = (size_t) (more.ptr + more.len - v->ptr);
+                out->folded = true;
+            }
+        } else {
+            const char *colon = memchr(p, ':', ll);
+            struct qr_slice name = colon ? trim_ows(p, (size_t) (colon - p)) : (struct qr_slice){0};
+            if (name.len) {
+                if (out->num_headers == max_headers) {
+                    *err = QR_HTTP_PERR_TOO_MANY_HEADERS;
+                    return -1;
+                }
+                hdrs[out->num_headers].name = name;
+                hdrs[out->num_headers].value = trim_ows(colon + 1, ll - (size_t) (colon + 1 - p));
+                out->num_headers++;
+            }
+        }
+        p = nl + 1;
+    }
+    return (int) end;
+
+need_more:
+    if (len > INT_MAX) {
+        *err = QR_HTTP_PERR_HEAD_TOO_LARGE;
+        return -1;
+    }
+    return 0;
+}
+
+void qr_http_response_head_unfold(char *buf, struct qr_http_response_head *h)
+{
+    if (!h->folded)
+        return;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        struct qr_slice *v = &h->headers[i].value;
+        char *p = buf + (v->ptr - buf), *stop = p + v->len;
+        char *nl = memchr(p, '\n', v->len);
+        if (!nl)
+            continue;
+        /* the first line's part, then each SP/HTAB-led line's trimmed text after one space; the
+         * colon-less or nameless lines in between were ignored by the parser and are here too */
+        char *w = p + trim_ows(p, (size_t) (nl - p)).len; /* p holds no leading SP/HTAB */
+        for (char *q = nl + 1; q < stop; q = nl + 1) {
+            nl = memchr(q, '\n', (size_t) (stop - q));
+            char *le = nl ? nl : stop;
+            if (is_ows(*q)) {
+                struct qr_slice more = trim_ows(q, (size_t) (le - q));
+                if (more.len) {
+                    *w = ' ';
+                    memmove(w + 1, more.ptr, more.len);
+                    w += 1 + more.len;
+                }
+            }
+            if (!nl)
+                break;
+        }
+        v->len = (size_t) (w - p);
+    }
+    h->folded = false;
+}
+
+/* Does the comma-separated list v contain token tok (case-insensitive)? Elements are trimmed of
+ * SP/HTAB and trailing CRs. */
+static bool has_token(struct qr_slice v, const char *tok)
+{
+    size_t i = 0;
+    while (i < v.len) {
+        size_t j = i;
+        while (j < v.len && v.ptr[j] != ',')
+            j++;
+        if (qr_slice_eq_nocase(trim_ows(v.ptr + i, j - i), tok))
+            return true;
+        i = j + 1;
+    }
+    return false;
+}
+
+/* Is "chunked" the last coding of a Transfer-Encoding value? */
+static bool last_token_chunked(struct qr_slice v)
+{
+    size_t i = v.len;
+    while (i > 0 && v.ptr[i - 1] != ',')
+        i--;
+    return qr_slice_eq_nocase(trim_ows(v.ptr + i, v.len - i), "chunked");
+}
+
+enum qr_http_body_framing qr_http_response_framing(int status, bool head_request, int minor,
+                                                   const struct qr_http_response_head *h,
+                                                   uint64_t *content_length, enum qr_http_perr *err)
+{
+    bool te = false, chunked = false, has_cl = false;
+    uint64_t cl = 0;
+    (void) minor; /* HTTP/1.0 responses may be chunked too: curl and the native client read them */
+    *content_length = 0;
+    *err = QR_HTTP_PERR_NONE;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        const struct qr_http_header *f = &h->headers[i];
+        if (qr_slice_eq_nocase(f->name, "content-length")) {
+            uint64_t v;
+            if (!qr_http_parse_content_length(f->value, &v) || (has_cl && v != cl)) {
+                *err = QR_HTTP_PERR_CONTENT_LENGTH;
+                return QR_HTTP_FRAMING_ERROR;
+            }
+            has_cl = true;
+            cl = v;
+        } else if (qr_slice_eq_nocase(f->name, "transfer-encoding")) {
+            te = true;
+            chunked = last_token_chunked(f->value);
+        }
+    }
+    if (head_request || status < 200 || status == 204 || status == 304)
+        return QR_HTTP_FRAMING_NONE;
+    if (te)
+        return chunked ? QR_HTTP_FRAMING_CHUNKED : QR_HTTP_FRAMING_CLOSE;
+    if (!has_cl)
+        return QR_HTTP_FRAMING_CLOSE;
+    *content_length = cl;
+    return QR_HTTP_FRAMING_LENGTH;
+}
+
+bool qr_http_response_keep_alive(int minor, const struct qr_http_response_head *h,
+                                 enum qr_http_body_framing framing)
+{
+    bool conn_close = false, conn_ka = false;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        if (qr_slice_eq_nocase(h->headers[i].name, "connection")) {
+            conn_close = conn_close || has_token(h->headers[i].value, "close");
+            conn_ka = conn_ka || has_token(h->headers[i].value, "keep-alive");
+        }
+    }
+    return framing != QR_HTTP_FRAMING_CLOSE && !conn_close && (minor == 1 || conn_ka);
 }
 
 /* --- chunked transfer coding (RFC 9112 section 7.1) --- */

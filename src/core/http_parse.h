@@ -33,13 +33,15 @@ enum qr_http_perr {
     QR_HTTP_PERR_CL_AND_TE,        /* both Content-Length and Transfer-Encoding */
     QR_HTTP_PERR_TE_UNSUPPORTED,   /* Transfer-Encoding other than exactly "chunked" (501) */
     QR_HTTP_PERR_TE_HTTP10,        /* Transfer-Encoding in an HTTP/1.0 request */
+    QR_HTTP_PERR_STATUS_LINE,      /* response status line not "HTTP/1.x DDD[ reason]" (or < 100) */
+    QR_HTTP_PERR_HEAD_TOO_LARGE,   /* response head longer than INT_MAX bytes */
     QR_HTTP_PERR__COUNT
 };
 
 /* Lowercase detail text for an error ("invalid method token"), static, never NULL. */
 const char *qr_http_perr_str(enum qr_http_perr e);
 
-/* HTTP status to answer an error with: 400, 431 or 501. */
+/* HTTP status to answer an error with: 400, 431 or 501 (502 for the response-only errors). */
 int qr_http_perr_status(enum qr_http_perr e);
 
 /* The parsed request head. Every slice points into the buffer given to the parser (borrowed). */
@@ -103,5 +105,76 @@ void qr_http_chunked_init(struct qr_http_chunked *c);
  * and size, then discarded. */
 enum qr_http_chunked_rc qr_http_chunked_step(struct qr_http_chunked *c, const char *buf, size_t len,
                                              size_t *out_consumed, struct qr_slice *out_data);
+
+/* --- upstream responses ------------------------------------------------------------------------
+ *
+ * The response side is deliberately lenient where the request side is strict: it reads what the
+ * engines we proxy actually send, with the tolerance the native client has always had (and curl
+ * has). A line ends at LF, with or without a CR before it; the head ends at the first empty line
+ * ("\n\n" or "\n\r\n"). The status line must be exactly "HTTP/1.0 DDD" or "HTTP/1.1 DDD", then
+ * the end of the line or a space and any reason, with DDD >= 100 (only one trailing CR is
+ * dropped, so "200\r\r" is malformed). Header names and values are trimmed of SP/HTAB (and CRs at
+ * their ends) and may hold any other byte; a line without a colon, or with an empty name, is
+ * ignored. A line starting with SP/HTAB (obs-fold) continues the last named field: the parser
+ * extends that field's value slice over the continuation (so the raw slice holds the line breaks)
+ * and sets `folded`; qr_http_response_head_unfold rewrites such values in place, joining the
+ * non-empty continuations with one space as curl does. Continuations before the first named
+ * field, and empty ones, are dropped. */
+
+/* A parsed response head. Every slice points into the buffer given to the parser (borrowed). */
+struct qr_http_response_head {
+    int status;                     /* 100..999 */
+    int minor_version;              /* 0 or 1 */
+    struct qr_slice reason;         /* after "DDD ", possibly empty; not trimmed */
+    struct qr_http_header *headers; /* in: the caller's array of max_headers (borrowed) */
+    size_t num_headers;             /* named fields filled, in order */
+    bool folded;                    /* some value spans obs-fold lines: unfold before use */
+};
+
+/* Length of the response head at buf[0..len) through its empty line, or 0 when the empty line is
+ * not in buf yet. *scan (caller's, 0 for a new head) remembers how far the search got, so calling
+ * again with the same bytes plus more does not rescan them; it is reset to 0 when the end is found.
+ * This is the cheap completeness check to run on every read before parsing once. */
+size_t qr_http_response_head_end(const char *buf, size_t len, size_t *scan);
+
+/* Parse the response head at buf[0..len). Set out->headers to an array of max_headers fields first
+ * (NULL when max_headers is 0); everything else in *out is overwritten. Returns the bytes consumed
+ * (> 0, through the empty line) when the head is complete, 0 when more bytes are needed, or -1
+ * with *err set: QR_HTTP_PERR_STATUS_LINE (reported as soon as the first line is complete),
+ * QR_HTTP_PERR_TOO_MANY_HEADERS (more named fields than max_headers; the caller may grow the array
+ * and parse again) or QR_HTTP_PERR_HEAD_TOO_LARGE. Any split of the input gives 0 or the answer
+ * the whole input gives. */
+int qr_http_parse_response_head(const char *buf, size_t len, struct qr_http_response_head *out,
+                                size_t max_headers, enum qr_http_perr *err);
+
+/* Join obs-fold continuations in place when h->folded: buf is the (writable) buffer the head was
+ * parsed from; every folded value becomes "first line" + (" " + continuation)... and shrinks.
+ * Bytes of buf between the values are overwritten. Clears h->folded. */
+void qr_http_response_head_unfold(char *buf, struct qr_http_response_head *h);
+
+/* How a response body is delimited. (Not "qr_http_framing": that tag is the request struct's.) */
+enum qr_http_body_framing {
+    QR_HTTP_FRAMING_ERROR = -1, /* *err says why */
+    QR_HTTP_FRAMING_NONE = 0,   /* no body: HEAD, 1xx, 204, 304 */
+    QR_HTTP_FRAMING_LENGTH,     /* *content_length bytes (possibly 0) */
+    QR_HTTP_FRAMING_CHUNKED,    /* chunked transfer coding */
+    QR_HTTP_FRAMING_CLOSE       /* until the connection closes */
+};
+
+/* Decide the body framing of a final response to a request (HEAD when head_request), with the
+ * native client's rules: every Content-Length must be valid and all equal (QR_HTTP_PERR_CONTENT_
+ * LENGTH), even where no body follows; Transfer-Encoding wins over Content-Length; its last
+ * coding (of the last Transfer-Encoding field) decides CHUNKED, any other coding reads until
+ * close (no error); no framing header means CLOSE. h must be unfolded. *content_length is set
+ * for LENGTH and 0 otherwise; *err is QR_HTTP_PERR_NONE unless ERROR is returned. */
+enum qr_http_body_framing qr_http_response_framing(int status, bool head_request, int minor,
+                                                   const struct qr_http_response_head *h,
+                                                   uint64_t *content_length,
+                                                   enum qr_http_perr *err);
+
+/* May the connection carry another request after this response? Not when the body reads until
+ * close, nor with "Connection: close"; HTTP/1.0 only with "Connection: keep-alive". */
+bool qr_http_response_keep_alive(int minor, const struct qr_http_response_head *h,
+                                 enum qr_http_body_framing framing);
 
 #endif

@@ -19,6 +19,7 @@
 #include <yyjson.h>
 
 #include "build_info.h"
+#include "gguf/gguf.h"
 #include "harness.h"
 
 static struct qr_child replay;
@@ -267,6 +268,42 @@ static void test_openai_backend_translation(void **state)
     qr_t_stop(&up, SIGTERM, 5000);
 }
 
+/* inspect: the architecture contract of a written file, text and JSON; bad input exits 1/2. */
+static void test_inspect(void **state)
+{
+    char path[] = "/tmp/qr-inspect-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct qr_gguf_writer *w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", qr_slice_str("toyarch"));
+    qr_gguf_writer_add_u32(w, "toyarch.block_count", 2);
+    qr_gguf_writer_add_u32(w, "toyarch.embedding_length", 8);
+    qr_gguf_writer_add_u32(w, "toyarch.expert_count", 4);
+    qr_gguf_writer_add_u32(w, "toyarch.expert_used_count", 1);
+    uint64_t emb[2] = {8, 16}, exps[3] = {8, 4, 4};
+    qr_gguf_writer_add_tensor(w, "token_embd.weight", 0, 2, emb, NULL, 0);
+    qr_gguf_writer_add_tensor(w, "blk.0.ffn_up_exps.weight", 0, 3, exps, NULL, 0);
+    struct qr_diag d;
+    assert_int_equal(qr_gguf_writer_write_file(w, path, &d), QR_OK);
+    qr_gguf_writer_free(w);
+    char *out;
+    assert_int_equal(run(NULL, &out, "inspect", path, "--json"), 0);
+    yyjson_doc *doc = yyjson_read(out, strlen(out), 0);
+    assert_non_null(doc);
+    free(out);
+    assert_int_equal(run(NULL, &out, "inspect", path, NULL), 0);
+    assert_non_null(strstr(out, "toyarch"));
+    free(out);
+    yyjson_doc_free(doc);
+    assert_int_equal(run(NULL, &out, "inspect", NULL, NULL), 2);
+    free(out);
+    assert_int_equal(run(NULL, &out, "inspect", "/nonexistent.gguf", NULL), 1);
+    assert_non_null(strstr(out, "/nonexistent.gguf"));
+    free(out);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_connection_limit_and_header_timeout),
         cmocka_unit_test(test_access_log),
         cmocka_unit_test(test_openai_backend_translation),
+        cmocka_unit_test(test_inspect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -397,6 +397,325 @@ static void test_chunked_caps(void **state)
     assert_int_equal(qr_http_chunked_step(&c, "0\r\n\r\n", 5, &used, &s), QR_HTTP_CHUNKED_ERROR);
 }
 
+/* --- upstream response heads --- */
+
+struct rparsed {
+    int rc;
+    enum qr_http_perr err;
+    struct qr_http_response_head head;
+    struct qr_http_header hdrs[MAXH];
+    char buf[1024]; /* a writable copy, for unfolding */
+};
+
+static void rparse_n(const char *s, size_t n, size_t maxh, struct rparsed *p)
+{
+    memset(p, 0, sizeof(*p));
+    assert_true(n <= sizeof(p->buf));
+    memcpy(p->buf, s, n);
+    p->head.headers = p->hdrs;
+    p->rc = qr_http_parse_response_head(p->buf, n, &p->head, maxh, &p->err);
+}
+
+/* Parse s whole, then every prefix (each must be 0 or the whole's error) and the head-end search
+ * split at every byte boundary (resuming from its scan hint): all must agree with the whole. */
+static int rparse_all_splits(const char *s, size_t n, size_t maxh, struct rparsed *whole)
+{
+    rparse_n(s, n, maxh, whole);
+    size_t scan = 0, end = qr_http_response_head_end(s, n, &scan);
+    if (whole->rc >= 0)
+        assert_int_equal(whole->rc, (int) end);
+    for (size_t i = 0; i < n; i++) {
+        struct rparsed p;
+        rparse_n(s, i, maxh, &p);
+        if (p.rc == -1) {
+            assert_int_equal(whole->rc, -1);
+            assert_int_equal(p.err, whole->err);
+        } else if (p.rc > 0) {
+            assert_int_equal(p.rc, whole->rc);
+            assert_int_equal(p.head.num_headers, whole->head.num_headers);
+        } else {
+            assert_int_equal(p.err, QR_HTTP_PERR_NONE);
+        }
+        scan = 0;
+        size_t e = qr_http_response_head_end(s, i, &scan);
+        if (e == 0)
+            e = qr_http_response_head_end(s, n, &scan);
+        assert_int_equal(e, end);
+    }
+    return whole->rc;
+}
+
+static int rparse_str(const char *s, struct rparsed *whole)
+{
+    return rparse_all_splits(s, strlen(s), MAXH, whole);
+}
+
+static void test_response_valid(void **state)
+{
+    const char *r = "HTTP/1.1 200 OK then some\r\nContent-Type: application/json\r\n"
+                    "X-Empty:\r\nX-Spaces: \t a b \t\r\n\r\n{\"a\":1}";
+    struct rparsed p;
+    assert_int_equal(rparse_str(r, &p), (int) (strstr(r, "{") - r));
+    assert_int_equal(p.head.status, 200);
+    assert_int_equal(p.head.minor_version, 1);
+    assert_slice(p.head.reason, "OK then some");
+    assert_int_equal(p.head.num_headers, 3);
+    assert_false(p.head.folded);
+    assert_slice(p.hdrs[0].name, "Content-Type");
+    assert_slice(p.hdrs[0].value, "application/json");
+    assert_slice(p.hdrs[1].name, "X-Empty");
+    assert_slice(p.hdrs[1].value, "");
+    assert_slice(p.hdrs[2].value, "a b");
+
+    assert_int_equal(rparse_str("HTTP/1.0 404\r\n\r\n", &p), 16);
+    assert_int_equal(p.head.status, 404);
+    assert_int_equal(p.head.minor_version, 0);
+    assert_slice(p.head.reason, "");
+    assert_int_equal(p.head.num_headers, 0);
+    assert_int_equal(rparse_str("HTTP/1.1 999 \r\n\r\n", &p), 17);
+    assert_int_equal(p.head.status, 999);
+    assert_int_equal(rparse_str("HTTP/1.1 100\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", &p), 16);
+    assert_int_equal(p.head.status, 100);
+}
+
+/* The tolerance the native client has always had: bare LF, CRs trimmed, odd lines ignored. */
+static void test_response_lenient(void **state)
+{
+    struct rparsed p;
+    const char *r = "HTTP/1.1 200 OK\nA : 1\r\nno colon here\r\n: empty name\r\n"
+                    "B:\x01 x\x7f \r\r\n\tC\r\nD:2\n\n";
+    assert_int_equal(rparse_str(r, &p), (int) strlen(r));
+    assert_int_equal(p.head.num_headers, 3);
+    assert_slice(p.hdrs[0].name, "A");
+    assert_slice(p.hdrs[0].value, "1");
+    assert_slice(p.hdrs[1].name, "B");
+    assert_slice(p.hdrs[1].value, "\x01 x\x7f \r\r\n\tC"); /* raw span of a folded value */
+    assert_true(p.head.folded);
+    assert_slice(p.hdrs[2].name, "D");
+    assert_slice(p.hdrs[2].value, "2");
+    /* the head ends at LF LF or LF CR LF, whichever comes first */
+    assert_int_equal(rparse_str("HTTP/1.1 200 OK\n\r\nrest", &p), 18);
+    assert_int_equal(rparse_str("HTTP/1.1 200 OK\r\n\nrest", &p), 18);
+    /* a NUL is just a byte */
+    static const char nul[] = "HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n";
+    assert_int_equal(rparse_all_splits(nul, sizeof(nul) - 1, MAXH, &p), (int) sizeof(nul) - 1);
+    assert_int_equal(p.hdrs[0].value.len, 3);
+}
+
+static void test_response_bad_status_line(void **state)
+{
+    static const char *bad[] = {
+        "HTTP/1.2 200 OK\r\n\r\n",     "HTTP/2 200 OK\r\n\r\n",   "HTTP/1.1 20 OK\r\n\r\n",
+        "HTTP/1.1 2000\r\n\r\n",       "HTTP/1.1  200\r\n\r\n",   "http/1.1 200 OK\r\n\r\n",
+        "HTTP/1.1 099 Low\r\n\r\n",    "HTTP/1.1 200\r\r\n\r\n",  "HTTP/1.1\t200 OK\r\n\r\n",
+        "\r\nHTTP/1.1 200 OK\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n", "ICY 200 OK\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct rparsed p;
+        if (rparse_str(bad[i], &p) != -1)
+            fail_msg("accepted status line of '%s'", bad[i]);
+        assert_int_equal(p.err, QR_HTTP_PERR_STATUS_LINE);
+    }
+    /* judged as soon as the line is complete, before the head is */
+    struct rparsed p;
+    rparse_n("HTTP/1.1 2OO OK\r\nX: 1\r\n", 23, MAXH, &p);
+    assert_int_equal(p.rc, -1);
+    assert_int_equal(p.err, QR_HTTP_PERR_STATUS_LINE);
+    assert_int_equal(qr_http_perr_status(p.err), 502);
+    rparse_n("HTTP/1.1 200 OK\r\nX: 1\r\n", 23, MAXH, &p);
+    assert_int_equal(p.rc, 0);
+}
+
+static void test_response_obs_fold_unfold(void **state)
+{
+    const char *r = "HTTP/1.1 200 OK\r\n  before any field\r\nX-Folded: first \r\n  second\r\n"
+                    "\t \r\nnot a field\r\n third  \r\nX-Next: n\r\n  \r\nX-Last: l\r\n"
+                    " tail\r\n\r\n";
+    struct rparsed p;
+    assert_int_equal(rparse_str(r, &p), (int) strlen(r));
+    assert_int_equal(p.head.num_headers, 3);
+    assert_true(p.head.folded);
+    qr_http_response_head_unfold(p.buf, &p.head);
+    assert_false(p.head.folded);
+    assert_slice(p.hdrs[0].name, "X-Folded");
+    assert_slice(p.hdrs[0].value, "first second third");
+    assert_slice(p.hdrs[1].name, "X-Next");
+    assert_slice(p.hdrs[1].value, "n");
+    assert_slice(p.hdrs[2].name, "X-Last");
+    assert_slice(p.hdrs[2].value, "l tail");
+    /* an empty first line still joins with one space */
+    assert_int_equal(rparse_str("HTTP/1.1 200 OK\r\nA:  \r\n x\r\n\r\n", &p), 29);
+    qr_http_response_head_unfold(p.buf, &p.head);
+    assert_slice(p.hdrs[0].value, " x");
+    /* nothing folded: unfold changes nothing */
+    assert_int_equal(rparse_str("HTTP/1.1 200 OK\r\nA: 1\r\n\r\n", &p), 25);
+    assert_false(p.head.folded);
+    qr_http_response_head_unfold(p.buf, &p.head);
+    assert_slice(p.hdrs[0].value, "1");
+}
+
+static void test_response_too_many_headers(void **state)
+{
+    /* only named fields count: ignored and continuation lines take no room */
+    const char *r = "HTTP/1.1 200 OK\r\nA: 1\r\n more\r\nnocolon\r\nB: 2\r\n\r\n";
+    struct rparsed p;
+    assert_int_equal(rparse_all_splits(r, strlen(r), 2, &p), (int) strlen(r));
+    assert_int_equal(p.head.num_headers, 2);
+    assert_int_equal(rparse_all_splits(r, strlen(r), 1, &p), -1);
+    assert_int_equal(p.err, QR_HTTP_PERR_TOO_MANY_HEADERS);
+    /* no array at all is fine for a head without fields */
+    struct qr_http_response_head h = {.headers = NULL};
+    enum qr_http_perr err;
+    assert_int_equal(qr_http_parse_response_head("HTTP/1.1 204 No\r\n\r\n", 19, &h, 0, &err), 19);
+    assert_int_equal(qr_http_parse_response_head(r, strlen(r), &h, 0, &err), -1);
+    assert_int_equal(err, QR_HTTP_PERR_TOO_MANY_HEADERS);
+}
+
+static void test_response_head_end_resumes(void **state)
+{
+    const char *r = "HTTP/1.1 200 OK\r\nA: 1\r\n\r\nbody\n\n";
+    size_t scan = 0;
+    /* byte by byte, the way a slow peer sends it: the hint never passes a newline that might
+     * start the empty line */
+    for (size_t i = 0; i <= 25; i++) {
+        size_t before = scan;
+        size_t e = qr_http_response_head_end(r, i, &scan);
+        assert_int_equal(e, i == 25 ? 25 : 0);
+        if (e == 0)
+            assert_true(scan >= before && scan <= i);
+    }
+    assert_int_equal(scan, 0);
+    scan = 0;
+    assert_int_equal(qr_http_response_head_end("\n\n", 2, &scan), 2);
+    assert_int_equal(qr_http_response_head_end("x\r\n\r", 4, &scan), 0);
+    assert_int_equal(qr_http_response_head_end("x\r\n\rX", 5, &scan), 0);
+}
+
+/* Framing of the response head r (parsed, then unfolded) to a GET or a HEAD. */
+static enum qr_http_body_framing rframing(const char *r, bool head_req, uint64_t *cl,
+                                          enum qr_http_perr *err, bool *keep_alive)
+{
+    struct rparsed p;
+    assert_true(rparse_str(r, &p) > 0);
+    qr_http_response_head_unfold(p.buf, &p.head);
+    enum qr_http_body_framing f =
+        qr_http_response_framing(p.head.status, head_req, p.head.minor_version, &p.head, cl, err);
+    if (keep_alive)
+        *keep_alive = f != QR_HTTP_FRAMING_ERROR &&
+                      qr_http_response_keep_alive(p.head.minor_version, &p.head, f);
+    return f;
+}
+
+static void test_response_framing(void **state)
+{
+    static const struct {
+        const char *head;
+        bool head_req;
+        enum qr_http_body_framing want;
+        uint64_t cl;
+        enum qr_http_perr err;
+    } cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", false, QR_HTTP_FRAMING_LENGTH, 12,
+         QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, QR_HTTP_FRAMING_LENGTH, 0,
+         QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n", false,
+         QR_HTTP_FRAMING_LENGTH, 5, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", false,
+         QR_HTTP_FRAMING_ERROR, 0, QR_HTTP_PERR_CONTENT_LENGTH},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", false, QR_HTTP_FRAMING_ERROR, 0,
+         QR_HTTP_PERR_CONTENT_LENGTH},
+        /* Content-Length is checked even where no body can follow */
+        {"HTTP/1.1 204 No\r\nContent-Length: x\r\n\r\n", false, QR_HTTP_FRAMING_ERROR, 0,
+         QR_HTTP_PERR_CONTENT_LENGTH},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n 2\r\n\r\n", false, QR_HTTP_FRAMING_ERROR, 0,
+         QR_HTTP_PERR_CONTENT_LENGTH},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n  \r\n\r\n", false, QR_HTTP_FRAMING_LENGTH, 12,
+         QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", true, QR_HTTP_FRAMING_NONE, 0,
+         QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", false,
+         QR_HTTP_FRAMING_NONE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 304 Not Modified\r\nContent-Length: 42\r\n\r\n", false, QR_HTTP_FRAMING_NONE, 0,
+         QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 100 Continue\r\n\r\n", false, QR_HTTP_FRAMING_NONE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\n\r\n", false, QR_HTTP_FRAMING_CLOSE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n", false, QR_HTTP_FRAMING_CHUNKED, 0,
+         QR_HTTP_PERR_NONE},
+        /* Transfer-Encoding wins over Content-Length; its last coding decides */
+        {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", false,
+         QR_HTTP_FRAMING_CHUNKED, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip , chunked \r\n\r\n", false,
+         QR_HTTP_FRAMING_CHUNKED, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", false,
+         QR_HTTP_FRAMING_CLOSE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n", false,
+         QR_HTTP_FRAMING_CLOSE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", false,
+         QR_HTTP_FRAMING_CHUNKED, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", false,
+         QR_HTTP_FRAMING_CLOSE, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip,\r\n chunked\r\n\r\n", false,
+         QR_HTTP_FRAMING_CHUNKED, 0, QR_HTTP_PERR_NONE},
+        {"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, QR_HTTP_FRAMING_CHUNKED, 0,
+         QR_HTTP_PERR_NONE},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t cl = 99;
+        enum qr_http_perr err = QR_HTTP_PERR__COUNT;
+        enum qr_http_body_framing f = rframing(cases[i].head, cases[i].head_req, &cl, &err, NULL);
+        if (f != cases[i].want || cl != cases[i].cl || err != cases[i].err)
+            fail_msg("case %zu: framing %d cl %llu err %d", i, (int) f, (unsigned long long) cl,
+                     (int) err);
+    }
+}
+
+static void test_response_keep_alive(void **state)
+{
+    uint64_t cl;
+    enum qr_http_perr err;
+    bool ka;
+    rframing("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n", false, &cl, &err, &ka);
+    assert_true(ka);
+    rframing("HTTP/1.1 200 OK\r\n\r\n", false, &cl, &err, &ka);
+    assert_false(ka); /* read until close */
+    rframing("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: x, Close\r\n\r\n", false, &cl,
+             &err, &ka);
+    assert_false(ka);
+    rframing("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: closed\r\n\r\n", false, &cl, &err,
+             &ka);
+    assert_true(ka);
+    rframing("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, &cl, &err, &ka);
+    assert_false(ka);
+    rframing("HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: Keep-Alive\r\n\r\n", false, &cl,
+             &err, &ka);
+    assert_true(ka);
+    rframing("HTTP/1.0 204 No\r\nConnection: keep-alive, close\r\n\r\n", false, &cl, &err, &ka);
+    assert_false(ka);
+    /* a folded Connection value is judged after joining */
+    rframing("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: x,\r\n close\r\n\r\n", false, &cl,
+             &err, &ka);
+    assert_false(ka);
+}
+
+/* A chunked response: the body after the head decodes the same fed whole or byte by byte. */
+static void test_response_then_chunked_body(void **state)
+{
+    const char *r = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nT: 1\r\n\r\n";
+    struct rparsed p;
+    int n1 = rparse_str(r, &p);
+    assert_int_equal(p.head.status, 100);
+    int n2 = rparse_str(r + n1, &p);
+    assert_int_equal(p.head.status, 200);
+    uint64_t cl;
+    enum qr_http_perr err;
+    assert_int_equal(qr_http_response_framing(200, false, 1, &p.head, &cl, &err),
+                     QR_HTTP_FRAMING_CHUNKED);
+    const char *body = r + n1 + n2;
+    assert_dechunk_every_split(body, QR_HTTP_CHUNKED_DONE, "abcd", strlen(body));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +733,15 @@ int main(void)
         cmocka_unit_test(test_chunked_trailers),
         cmocka_unit_test(test_chunked_errors),
         cmocka_unit_test(test_chunked_caps),
+        cmocka_unit_test(test_response_valid),
+        cmocka_unit_test(test_response_lenient),
+        cmocka_unit_test(test_response_bad_status_line),
+        cmocka_unit_test(test_response_obs_fold_unfold),
+        cmocka_unit_test(test_response_too_many_headers),
+        cmocka_unit_test(test_response_head_end_resumes),
+        cmocka_unit_test(test_response_framing),
+        cmocka_unit_test(test_response_keep_alive),
+        cmocka_unit_test(test_response_then_chunked_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
