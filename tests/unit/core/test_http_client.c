@@ -212,6 +212,9 @@ static int setup(void **state)
     f->base = event_base_new();
     tsrv_start(&f->srv, f->base);
     assert_int_equal(qr_http_client_new(f->base, &diag, &f->client), QR_OK);
+    /* This suite covers the libcurl path (https:// engines, http_client=curl); the same cases
+     * run through the native client in test_http_native.c. */
+    qr_http_client_set_curl_only(f->client, true);
     *state = f;
     return 0;
 }
