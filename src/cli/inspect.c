@@ -1,11 +1,15 @@
-/* `quantum-runtime inspect FILE [--json]`: open a GGUF file with the hardened reader, derive the
- * architecture contract (gguf/arch.h) and print it, one `key: value` line per field or one JSON
- * object. A field the contract cannot read prints `unknown` (JSON null); unknown `<arch>.*` keys
- * are listed by name. Exit 0 on success, 2 on a usage error, 1 when the file cannot be read. */
+/* `quantum-runtime inspect FILE [--json] [--ctx N]`: open a GGUF file with the hardened reader,
+ * derive the architecture contract (gguf/arch.h) and print it, one `key: value` line per field or
+ * one JSON object, followed by the memory sizing (gguf/sizing.h): weight bytes by class and the
+ * f16 KV cache for N cells (default: the model's context_length when the file states it). A
+ * field the contract cannot read prints `unknown` (JSON null); unknown `<arch>.*` keys are listed
+ * by name. Exit 0 on success, 2 on a usage error, 1 when the file cannot be read. */
 #include <inttypes.h>
 #include <math.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
@@ -13,6 +17,7 @@
 #include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "gguf/sha256.h"
+#include "gguf/sizing.h"
 
 int qr_cli_inspect(int argc, char **argv); /* the CLI table in main.c */
 
@@ -316,13 +321,71 @@ static void print_contract(struct out *o, const struct qr_arch *a)
     f_unknown_keys(o, a);
 }
 
+#define KV_F16_X100 200u /* f16 K and V elements: 2 bytes each */
+
+/* The sizing section: text lines `weights.<class>: N` (non-empty classes), `weight_bytes`,
+ * `kv.ctx`, `kv.bytes_per_token`, `kv.bytes` or `kv: unknown (<reason>)`; in JSON one "sizing"
+ * object with the same fields ("kv" null and "kv_unknown" the reason when unknown). n_ctx 0 means
+ * no context length is known (none given, none stated): the KV part is unknown (no_ctx). */
+static void print_sizing(struct out *o, const struct qr_sizing *s, uint64_t n_ctx)
+{
+    const char *reason = !n_ctx                        ? "no_ctx"
+                         : s->kv != QR_SIZING_KV_KNOWN ? qr_sizing_kv_name(s->kv)
+                                                       : NULL;
+    if (o->json) {
+        key(o, "sizing");
+        puts_(o, "{\"weights\":{");
+        bool first = true;
+        for (unsigned c = 0; c < QR_SIZING_CLASS_COUNT; c++) {
+            if (!s->cls[c].n_tensors && !s->cls[c].bytes)
+                continue;
+            putf(o, "%s\"%s\":%" PRIu64, first ? "" : ",", qr_sizing_class_name(c),
+                 s->cls[c].bytes);
+            first = false;
+        }
+        putf(o, "},\"weight_bytes\":%" PRIu64 ",\"kv\":", s->weight_bytes);
+        if (reason)
+            putf(o, "null,\"kv_unknown\":\"%s\"", reason);
+        else
+            putf(o,
+                 "{\"ctx\":%" PRIu64 ",\"type\":\"f16\",\"bytes_per_token\":%" PRIu64
+                 ",\"bytes\":%" PRIu64 "}",
+                 n_ctx, s->kv_bytes_per_token, s->kv_bytes);
+        puts_(o, "}");
+        return;
+    }
+    for (unsigned c = 0; c < QR_SIZING_CLASS_COUNT; c++)
+        if (s->cls[c].n_tensors || s->cls[c].bytes)
+            putf(o, "weights.%s: %" PRIu64 "\n", qr_sizing_class_name(c), s->cls[c].bytes);
+    putf(o, "weight_bytes: %" PRIu64 "\n", s->weight_bytes);
+    if (reason) {
+        putf(o, "kv: unknown (%s)\n", reason);
+        return;
+    }
+    putf(o, "kv.ctx: %" PRIu64 "\n", n_ctx);
+    putf(o, "kv.bytes_per_token: %" PRIu64 "\n", s->kv_bytes_per_token);
+    putf(o, "kv.bytes: %" PRIu64 "\n", s->kv_bytes);
+}
+
 int qr_cli_inspect(int argc, char **argv)
 {
     bool json = false;
     const char *path = NULL;
+    uint64_t n_ctx = 0; /* 0: the model's context_length */
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--ctx")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            char *endp = NULL;
+            errno = 0;
+            unsigned long long x = strtoull(v, &endp, 10);
+            if (!*v || *endp || errno || v[0] == '-' || v[0] == '+' || !x) {
+                fprintf(stderr,
+                        "quantum-runtime inspect: --ctx wants a positive integer, got '%s'\n", v);
+                return 2;
+            }
+            n_ctx = (uint64_t) x;
         } else if (path || argv[i][0] == '-') {
             fprintf(stderr, "quantum-runtime inspect: unexpected argument '%s'\n", argv[i]);
             return 2;
@@ -331,7 +394,7 @@ int qr_cli_inspect(int argc, char **argv)
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: quantum-runtime inspect FILE [--json]\n");
+        fprintf(stderr, "usage: quantum-runtime inspect FILE [--json] [--ctx N]\n");
         return 2;
     }
     struct qr_diag diag = {{0}};
@@ -346,10 +409,21 @@ int qr_cli_inspect(int argc, char **argv)
         fprintf(stderr, "quantum-runtime inspect: cannot inspect '%s': %s\n", path, diag.msg);
         goto done;
     }
+    if (!n_ctx && arch.context_length.known)
+        n_ctx = arch.context_length.v;
+    struct qr_sizing sz;
+    /* n_ctx 0 (unknown) still sizes the weights: size for 1 cell, then report the KV unknown.
+     * QR_ERR_TOO_LARGE leaves the weights filled and sz.kv OVERFLOW, printed as unknown. */
+    enum qr_err se = qr_gguf_size(g, &arch, n_ctx ? n_ctx : 1, KV_F16_X100, &sz, &diag);
+    if (se && se != QR_ERR_TOO_LARGE) {
+        fprintf(stderr, "quantum-runtime inspect: cannot size '%s': %s\n", path, diag.msg);
+        goto done;
+    }
     struct out o = {.json = json, .first = true};
     qr_buf_init(&o.b, 0);
     puts_(&o, json ? "{" : "");
     print_contract(&o, &arch);
+    print_sizing(&o, &sz, n_ctx);
     puts_(&o, json ? "}\n" : "");
     if (o.err) {
         fprintf(stderr, "quantum-runtime inspect: %s\n", qr_err_str(o.err));

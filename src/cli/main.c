@@ -35,7 +35,7 @@ static const struct command commands[] = {
     {"version", cmd_version, "version [--json]", "print the version, commit and build date"},
     {"check-config", cmd_check_config, "check-config [--json] [--config FILE] [OPTIONS]",
      "validate the configuration and print it with secrets redacted"},
-    {"inspect", qr_cli_inspect, "inspect FILE [--json]",
+    {"inspect", qr_cli_inspect, "inspect FILE [--ctx N] [--json]",
      "print a GGUF model's architecture contract"},
     {"help", cmd_help, "help", "show this help"},
 };
