@@ -63,7 +63,7 @@ bench: setup release
 	bench/run-proxy-bench
 	@mkdir -p build/bench
 	build/release/bench/codec_bench --json build/bench/codec.json
-	build/release/bench/gguf_bench --json build/bench/gguf.json
+	build/release/bench/gguf_bench --json build/bench/gguf.json --peer scripts/engine-exec build/release/bench/ggml_peer
 
 FUZZ_SECONDS ?= 60
 fuzz-run: fuzz

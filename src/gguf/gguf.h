@@ -59,8 +59,10 @@ size_t qr_gguf_type_size(uint32_t type);
 /* Static lowercase name ("u32", "string", "array"), or "invalid". Never NULL. */
 const char *qr_gguf_type_name(uint32_t type);
 
-/* ggml tensor types (the on-disk u32 ids) as of ggml's current enum. Ids that ggml removed from
- * GGUF files (4, 5, 31..33, 36..38) are listed as QR_GGML_REMOVED_* and are invalid. */
+/* ggml tensor types (the on-disk u32 ids) as of ggml's current enum (0.27; the test
+ * engine_ggml_types checks ids, names and block geometry against the installed engine's library).
+ * Ids that ggml removed from GGUF files (4, 5, 31..33, 36..38) are listed as QR_GGML_REMOVED_* and
+ * are invalid. */
 enum qr_ggml_type {
     QR_GGML_F32 = 0,
     QR_GGML_F16 = 1,
@@ -104,7 +106,8 @@ enum qr_ggml_type {
     QR_GGML_MXFP4 = 39,
     QR_GGML_NVFP4 = 40,
     QR_GGML_Q1_0 = 41,
-    QR_GGML_TYPE_COUNT = 42
+    QR_GGML_Q2_0 = 42,
+    QR_GGML_TYPE_COUNT = 43
 };
 
 /* Block geometry of a ggml type: blck elements are stored in bytes bytes. */

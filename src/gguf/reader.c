@@ -62,6 +62,7 @@ static const struct qr_ggml_type_info GGML_TYPES[QR_GGML_TYPE_COUNT] = {
     [QR_GGML_MXFP4] = {"mxfp4", 32, 17},
     [QR_GGML_NVFP4] = {"nvfp4", 64, 36},
     [QR_GGML_Q1_0] = {"q1_0", 128, 18},
+    [QR_GGML_Q2_0] = {"q2_0", 64, 18},
 };
 
 static const uint8_t VTYPE_SIZE[QR_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};

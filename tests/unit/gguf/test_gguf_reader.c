@@ -357,7 +357,7 @@ static void test_tensor_types(void **state)
     struct file f = small_file();
     size_t at = after(&f, "tok.weight") + 4 + 16; /* type after 2 dims */
     put32(&f, at, QR_GGML_TYPE_COUNT);
-    expect_fail(&f, QR_ERR_PARSE, "tensor info 2 'tok.weight'", "unknown tensor type 42");
+    expect_fail(&f, QR_ERR_PARSE, "tensor info 2 'tok.weight'", "unknown tensor type 43");
     put32(&f, at, UINT32_MAX);
     expect_fail(&f, QR_ERR_PARSE, "tensor info 2 'tok.weight'", "unknown tensor type");
     const uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38};
