@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "gguf/arch.h"
+#include "gguf/companion.h"
 #include "gguf/gguf.h"
 #include "gguf/sha256.h"
 #include "gguf/sizing.h"
@@ -321,6 +322,97 @@ static void print_contract(struct out *o, const struct qr_arch *a)
     f_unknown_keys(o, a);
 }
 
+/* Named chat templates (`chat_templates`: name, sha256, bytes, markers) and projector files in
+ * the model's directory (`projectors`: file, projector_type, vision, audio, projection dims,
+ * match against embedding_length); see gguf/companion.h. In text, one line per item. */
+static void put_markers(struct out *o, unsigned bits)
+{
+    puts_(o, "[");
+    bool first = true;
+    for (unsigned i = 0; i < QR_ARCH_TPL_MARKER_COUNT; i++) {
+        if (!(bits & (1u << i)))
+            continue;
+        putf(o, o->json ? "%s\"%s\"" : "%s%s", first ? "" : ",", qr_arch_marker_name(1u << i));
+        first = false;
+    }
+    puts_(o, "]");
+}
+
+static void print_companions(struct out *o, const struct qr_gguf *g, const struct qr_arch *a,
+                             const char *path)
+{
+    struct qr_gguf_template t[QR_COMPANION_MAX_TEMPLATES];
+    size_t nt = qr_gguf_named_templates(g, t, QR_COMPANION_MAX_TEMPLATES);
+    size_t shown = nt < QR_COMPANION_MAX_TEMPLATES ? nt : QR_COMPANION_MAX_TEMPLATES;
+    key(o, "chat_templates");
+    putf(o, o->json ? "[" : "%zu\n", nt);
+    for (size_t i = 0; i < shown; i++) {
+        char hex[QR_SHA256_HEX];
+        qr_sha256_hex(t[i].sha256, hex);
+        if (o->json) {
+            putf(o, "%s{\"name\":", i ? "," : "");
+            put_str(o, qr_slice_str(t[i].name));
+            putf(o, ",\"sha256\":\"%s\",\"bytes\":%" PRIu64 ",\"markers\":", hex, t[i].bytes);
+            put_markers(o, t[i].markers);
+            puts_(o, "}");
+        } else {
+            puts_(o, "  chat_template.");
+            put_str(o, qr_slice_str(t[i].name));
+            putf(o, ": sha256 %s, %" PRIu64 " bytes, markers ", hex, t[i].bytes);
+            put_markers(o, t[i].markers);
+            puts_(o, "\n");
+        }
+    }
+    if (o->json)
+        puts_(o, "]");
+
+    struct qr_gguf_projector p[QR_COMPANION_MAX_PROJECTORS];
+    size_t np = 0;
+    struct qr_diag d = {{0}};
+    uint64_t n_embd = a->embedding_length.known ? a->embedding_length.v : 0;
+    bool listed =
+        qr_gguf_find_projectors(path, n_embd, p, QR_COMPANION_MAX_PROJECTORS, &np, &d) == QR_OK;
+    size_t pshown = np < QR_COMPANION_MAX_PROJECTORS ? np : QR_COMPANION_MAX_PROJECTORS;
+    key(o, "projectors");
+    if (!listed) {
+        unknown(o);
+        end(o);
+        return;
+    }
+    putf(o, o->json ? "[" : "%zu\n", np);
+    for (size_t i = 0; i < pshown; i++) {
+        const char *b[3] = {"null", "false", "true"};
+        if (o->json) {
+            putf(o, "%s{\"file\":", i ? "," : "");
+            put_str(o, qr_slice_str(p[i].file));
+            puts_(o, ",\"projector_type\":");
+            if (p[i].projector_type[0])
+                put_str(o, qr_slice_str(p[i].projector_type));
+            else
+                puts_(o, "null");
+            putf(o,
+                 ",\"vision\":%s,\"audio\":%s,\"vision_projection_dim\":%" PRIu64
+                 ",\"audio_projection_dim\":%" PRIu64 ",\"match\":\"%s\"}",
+                 b[p[i].vision_known ? 1 + p[i].vision : 0],
+                 b[p[i].audio_known ? 1 + p[i].audio : 0], p[i].vision_projection_dim,
+                 p[i].audio_projection_dim, qr_projector_match_name(p[i].match));
+        } else {
+            puts_(o, "  projector ");
+            put_str(o, qr_slice_str(p[i].file));
+            puts_(o, ": type ");
+            put_str(o, qr_slice_str(p[i].projector_type[0] ? p[i].projector_type : "unknown"));
+            putf(o, ", vision %s, audio %s, projection dims %" PRIu64 "/%" PRIu64 ", %s\n",
+                 b[p[i].vision_known ? 1 + p[i].vision : 0],
+                 b[p[i].audio_known ? 1 + p[i].audio : 0], p[i].vision_projection_dim,
+                 p[i].audio_projection_dim, qr_projector_match_name(p[i].match));
+        }
+    }
+    if (o->json) {
+        puts_(o, "]");
+        end(o);
+    }
+}
+
 #define KV_F16_X100 200u /* f16 K and V elements: 2 bytes each */
 
 /* The sizing section: text lines `weights.<class>: N` (non-empty classes), `weight_bytes`,
@@ -423,6 +515,7 @@ int qr_cli_inspect(int argc, char **argv)
     qr_buf_init(&o.b, 0);
     puts_(&o, json ? "{" : "");
     print_contract(&o, &arch);
+    print_companions(&o, g, &arch, path);
     print_sizing(&o, &sz, n_ctx);
     puts_(&o, json ? "}\n" : "");
     if (o.err) {
