@@ -1,7 +1,9 @@
 /* `quantum-runtime inspect FILE [--json] [--ctx N]`: open a GGUF file with the hardened reader,
  * derive the architecture contract (gguf/arch.h) and print it, one `key: value` line per field or
- * one JSON object, followed by the memory sizing (gguf/sizing.h): weight bytes by class and the
- * f16 KV cache for N cells (default: the model's context_length when the file states it). A
+ * one JSON object, followed by the memory sizing (gguf/sizing.h): weight bytes by class, the
+ * f16 KV caches llama-server allocates for N cells (default: the model's context_length when the
+ * file states it) and its compute buffer (an estimate), for the engine flags given (--parallel,
+ * --kv-unified, --batch, --ubatch, --flash-attn, --non-causal; llama-server's defaults). A
  * field the contract cannot read prints `unknown` (JSON null); unknown `<arch>.*` keys are listed
  * by name. Exit 0 on success, 2 on a usage error, 1 when the file cannot be read. */
 #include <inttypes.h>
@@ -17,6 +19,7 @@
 #include "gguf/arch.h"
 #include "gguf/companion.h"
 #include "gguf/gguf.h"
+#include "gguf/hfconfig.h"
 #include "gguf/sha256.h"
 #include "gguf/sizing.h"
 
@@ -273,6 +276,25 @@ static void f_unknown_keys(struct out *o, const struct qr_arch *a)
     end(o);
 }
 
+/* Values the contract refused: JSON `"invalid":[{"field","value","reason"}]`, text one
+ * `invalid: field=value (reason)` item per refusal joined by ", " (or `invalid: none`). */
+static void f_invalid(struct out *o, const struct qr_arch *a)
+{
+    key(o, "invalid");
+    puts_(o, o->json ? "[" : (a->n_invalid ? "" : "none"));
+    size_t n = a->n_invalid < QR_ARCH_MAX_INVALID ? a->n_invalid : QR_ARCH_MAX_INVALID;
+    for (size_t i = 0; i < n; i++) {
+        const struct qr_arch_invalid *v = &a->invalid[i];
+        if (o->json)
+            putf(o, "%s{\"field\":\"%s\",\"value\":%" PRIu64 ",\"reason\":\"%s\"}", i ? "," : "",
+                 v->field, v->value, v->reason);
+        else
+            putf(o, "%s%s=%" PRIu64 " (%s)", i ? ", " : "", v->field, v->value, v->reason);
+    }
+    puts_(o, o->json ? "]" : "");
+    end(o);
+}
+
 static void print_contract(struct out *o, const struct qr_arch *a)
 {
     static const char *const FFN[] = {NULL, "dense", "moe"};
@@ -287,6 +309,19 @@ static void print_contract(struct out *o, const struct qr_arch *a)
     f_u64(o, "attention.value_length", &a->value_length);
     f_u64(o, "attention.key_length_swa", &a->key_length_swa);
     f_u64(o, "attention.value_length_swa", &a->value_length_swa);
+    f_u64(o, "attention.head_dim_k", &a->head_dim_k);
+    f_u64(o, "attention.head_dim_v", &a->head_dim_v);
+    f_u64(o, "attention.head_dim_k_swa", &a->head_dim_k_swa);
+    f_u64(o, "attention.head_dim_v_swa", &a->head_dim_v_swa);
+    f_bool(o, "attention.head_dims_from_tensors",
+           &(struct qr_arch_bool){true, a->head_dims_from_tensors});
+    f_u64(o, "attention.kv_lora_rank", &a->kv_lora_rank);
+    f_u64(o, "attention.q_lora_rank", &a->q_lora_rank);
+    f_u64(o, "attention.key_length_mla", &a->key_length_mla);
+    f_u64(o, "attention.value_length_mla", &a->value_length_mla);
+    f_bool(o, "attention.causal", &a->causal);
+    f_f64(o, "attention.layer_norm_epsilon", &a->layer_norm_epsilon);
+    f_f64(o, "attention.layer_norm_rms_epsilon", &a->layer_norm_rms_epsilon);
     f_u64(o, "attention.sliding_window", &a->sliding_window);
     f_pattern(o, &a->sliding_window_pattern);
     f_u64(o, "attention.shared_kv_layers", &a->shared_kv_layers);
@@ -302,6 +337,12 @@ static void print_contract(struct out *o, const struct qr_arch *a)
     f_u64(o, "expert_shared_count", &a->expert_shared_count);
     f_u64(o, "expert_feed_forward_length", &a->expert_feed_forward_length);
     f_u64(o, "leading_dense_block_count", &a->leading_dense_block_count);
+    f_u64(o, "expert_gating_func", &a->expert_gating_func);
+    f_name(o, "expert_gating_func.name",
+           a->expert_gating_func.known ? qr_arch_gating_name(a->expert_gating_func.v) : NULL);
+    f_f64(o, "expert_weights_scale", &a->expert_weights_scale);
+    f_bool(o, "expert_weights_norm", &a->expert_weights_norm);
+    f_u64(o, "nextn_predict_layers", &a->nextn_predict_layers);
     f_bool(o, "per_layer_embeddings", &a->per_layer_embeddings);
     f_u64(o, "embedding_length_per_layer_input", &a->embedding_length_per_layer_input);
     f_f64(o, "final_logit_softcapping", &a->final_logit_softcapping);
@@ -315,11 +356,13 @@ static void print_contract(struct out *o, const struct qr_arch *a)
     f_u64(o, "bos_token_id", &a->bos_token_id);
     f_u64(o, "eos_token_id", &a->eos_token_id);
     f_u64(o, "pad_token_id", &a->pad_token_id);
+    f_u64(o, "token_type_count", &a->token_type_count);
     f_bool(o, "add_bos_token", &a->add_bos_token);
     f_bool(o, "add_space_prefix", &a->add_space_prefix);
     f_template(o, a);
     f_quant(o, a);
     f_unknown_keys(o, a);
+    f_invalid(o, a);
 }
 
 /* Named chat templates (`chat_templates`: name, sha256, bytes, markers) and projector files in
@@ -413,50 +456,221 @@ static void print_companions(struct out *o, const struct qr_gguf *g, const struc
     }
 }
 
-#define KV_F16_X100 200u /* f16 K and V elements: 2 bytes each */
+/* The engine the sizing follows (gguf/sizing.h, llama-server's flags): defaults from
+ * qr_sizing_params_init, then the flags given. An explicit --parallel clears kv_unified (as -np N
+ * does in llama-server) unless --kv-unified is given too. */
+struct sizing_flags {
+    uint64_t parallel, batch, ubatch; /* 0: not given */
+    int unified, flash_attn;          /* -1: not given, else 0/1 */
+    bool non_causal;
+};
 
-/* The sizing section: text lines `weights.<class>: N` (non-empty classes), `weight_bytes`,
- * `kv.ctx`, `kv.bytes_per_token`, `kv.bytes` or `kv: unknown (<reason>)`; in JSON one "sizing"
- * object with the same fields ("kv" null and "kv_unknown" the reason when unknown). n_ctx 0 means
- * no context length is known (none given, none stated): the KV part is unknown (no_ctx). */
-static void print_sizing(struct out *o, const struct qr_sizing *s, uint64_t n_ctx)
+/* A positive decimal integer option value (argv[*i + 1]); false (message printed) when absent or
+ * malformed. */
+static bool opt_u64(int argc, char **argv, int *i, uint64_t *out)
 {
-    const char *reason = !n_ctx                        ? "no_ctx"
+    const char *name = argv[*i], *v = *i + 1 < argc ? argv[++*i] : "";
+    char *endp = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &endp, 10);
+    if (!*v || *endp || errno || v[0] == '-' || v[0] == '+' || !x) {
+        fprintf(stderr, "quantum-runtime inspect: %s wants a positive integer, got '%s'\n", name,
+                v);
+        return false;
+    }
+    *out = (uint64_t) x;
+    return true;
+}
+
+/* One engine flag at argv[*i] into *f: 1 consumed, 0 not an engine flag, -1 malformed. */
+static int sizing_flag(int argc, char **argv, int *i, struct sizing_flags *f)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--parallel"))
+        return opt_u64(argc, argv, i, &f->parallel) ? 1 : -1;
+    if (!strcmp(a, "--batch"))
+        return opt_u64(argc, argv, i, &f->batch) ? 1 : -1;
+    if (!strcmp(a, "--ubatch"))
+        return opt_u64(argc, argv, i, &f->ubatch) ? 1 : -1;
+    if (!strcmp(a, "--non-causal")) {
+        f->non_causal = true;
+        return 1;
+    }
+    if (!strcmp(a, "--kv-unified") || !strcmp(a, "--no-kv-unified")) {
+        f->unified = a[2] == 'k';
+        return 1;
+    }
+    if (!strcmp(a, "--flash-attn")) {
+        const char *v = *i + 1 < argc ? argv[++*i] : "";
+        f->flash_attn = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
+        if (f->flash_attn < 0)
+            fprintf(stderr, "quantum-runtime inspect: --flash-attn wants on or off, got '%s'\n", v);
+        return f->flash_attn < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+static struct qr_sizing_params sizing_params(const struct sizing_flags *f, uint64_t n_ctx)
+{
+    struct qr_sizing_params p;
+    qr_sizing_params_init(&p, n_ctx);
+    if (f->parallel) {
+        p.n_seq = f->parallel;
+        p.kv_unified = false;
+    }
+    if (f->unified >= 0)
+        p.kv_unified = f->unified;
+    if (f->batch)
+        p.n_batch = f->batch;
+    if (f->ubatch)
+        p.n_ubatch = f->ubatch;
+    if (f->flash_attn >= 0)
+        p.flash_attn = f->flash_attn;
+    p.non_causal = f->non_causal;
+    return p;
+}
+
+/* The sizing section: text lines `weights.<class>: N` (non-empty classes), `weight_bytes`, then
+ * `kv.*` lines or `kv: unknown (<reason>)`, `engine.*` and `compute.*` lines or `compute:
+ * unknown (<reason>)`; in JSON one "sizing" object with the same fields ("kv" null and
+ * "kv_unknown" the reason when unknown; "compute" null and "compute_unknown" likewise). kv.bytes
+ * is what llama-server allocates for the engine parameters (both caches of a sliding-window
+ * model); kv.bytes_window the window model (sliding layers hold min(ctx, window) cells, nothing
+ * padded). n_ctx 0 means no context length is known (none given, none stated): the KV part is
+ * unknown (no_ctx). */
+static void print_sizing(struct out *o, const struct qr_sizing *s, const struct qr_sizing_params *p,
+                         bool weights_known)
+{
+    const struct qr_sizing_engine *e = &s->eng;
+    const char *reason = !p->n_ctx                     ? "no_ctx"
                          : s->kv != QR_SIZING_KV_KNOWN ? qr_sizing_kv_name(s->kv)
                                                        : NULL;
-    if (o->json) {
+    const char *creason = reason ? "no_kv" : !e->compute_known ? "no_vocab_or_embd" : NULL;
+    bool j = o->json;
+    const char *sep = j ? "," : "\n", *q = j ? "\"" : "", *eq = j ? "\":" : ": ";
+    if (j) {
         key(o, "sizing");
         puts_(o, "{\"weights\":{");
-        bool first = true;
-        for (unsigned c = 0; c < QR_SIZING_CLASS_COUNT; c++) {
-            if (!s->cls[c].n_tensors && !s->cls[c].bytes)
-                continue;
-            putf(o, "%s\"%s\":%" PRIu64, first ? "" : ",", qr_sizing_class_name(c),
-                 s->cls[c].bytes);
-            first = false;
-        }
-        putf(o, "},\"weight_bytes\":%" PRIu64 ",\"kv\":", s->weight_bytes);
-        if (reason)
-            putf(o, "null,\"kv_unknown\":\"%s\"", reason);
-        else
-            putf(o,
-                 "{\"ctx\":%" PRIu64 ",\"type\":\"f16\",\"bytes_per_token\":%" PRIu64
-                 ",\"bytes\":%" PRIu64 "}",
-                 n_ctx, s->kv_bytes_per_token, s->kv_bytes);
-        puts_(o, "}");
-        return;
     }
-    for (unsigned c = 0; c < QR_SIZING_CLASS_COUNT; c++)
-        if (s->cls[c].n_tensors || s->cls[c].bytes)
-            putf(o, "weights.%s: %" PRIu64 "\n", qr_sizing_class_name(c), s->cls[c].bytes);
-    putf(o, "weight_bytes: %" PRIu64 "\n", s->weight_bytes);
+    bool first = true;
+    for (unsigned c = 0; c < QR_SIZING_CLASS_COUNT; c++) {
+        if (!s->cls[c].n_tensors && !s->cls[c].bytes)
+            continue;
+        putf(o, j ? "%s\"%s\":%" PRIu64 : "%sweights.%s: %" PRIu64 "\n", first || !j ? "" : ",",
+             qr_sizing_class_name(c), s->cls[c].bytes);
+        first = false;
+    }
+    if (weights_known)
+        putf(o, j ? "},\"weight_bytes\":%" PRIu64 ",\"engine\":{" : "weight_bytes: %" PRIu64 "\n",
+             s->weight_bytes);
+    else /* a config.json has no tensor table: its weights are hf.weight_bytes, when stated */
+        puts_(o, j ? "},\"weight_bytes\":null,\"engine\":{" : "weight_bytes: unknown\n");
+    const char *pre = j ? "" : "engine.";
+    putf(o, "%s%sparallel%s%" PRIu64 "%s", q, pre, eq, p->n_seq, sep);
+    putf(o, "%s%skv_unified%s%s%s", q, pre, eq, p->kv_unified ? "true" : "false", sep);
+    putf(o, "%s%sbatch%s%" PRIu64 "%s", q, pre, eq, p->n_batch, sep);
+    putf(o, "%s%subatch%s%" PRIu64 "%s", q, pre, eq, p->n_ubatch, sep);
+    putf(o, "%s%sflash_attn%s%s%s", q, pre, eq, p->flash_attn ? "true" : "false", sep);
+    putf(o, "%s%snon_causal%s%s%s", q, pre, eq, p->non_causal || e->no_cache ? "true" : "false",
+         j ? "}" : sep);
     if (reason) {
-        putf(o, "kv: unknown (%s)\n", reason);
-        return;
+        putf(o, j ? ",\"kv\":null,\"kv_unknown\":\"%s\"" : "kv: unknown (%s)\n", reason);
+    } else {
+        const struct {
+            const char *k;
+            uint64_t v;
+        } kv[] = {
+            {"ctx", p->n_ctx},
+            {"bytes_per_token", s->kv_bytes_per_token},
+            {"bytes_per_token_full", s->kv_bytes_per_token_full},
+            {"bytes", e->kv_bytes},
+            {"bytes_full", e->kv_bytes_full},
+            {"bytes_swa", e->kv_bytes_swa},
+            {"bytes_window", s->kv_bytes},
+            {"layers", s->kv_layers},
+            {"layers_swa", s->kv_layers_swa},
+            {"layers_shared", s->kv_layers_shared},
+            {"window", s->kv_window},
+            {"streams", e->streams},
+            {"cells", e->cells},
+            {"cells_swa", e->cells_swa},
+            {"ubatch", e->n_ubatch},
+        };
+        puts_(o, j ? ",\"kv\":{\"type\":\"f16\"" : "kv.type: f16\n");
+        putf(o, j ? ",\"mla_absorbed\":%s" : "kv.mla_absorbed: %s\n",
+             s->kv_mla_absorbed ? "true" : "false");
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+            putf(o, j ? ",\"%s\":%" PRIu64 : "kv.%s: %" PRIu64 "\n", kv[i].k, kv[i].v);
+        puts_(o, j ? "}" : "");
     }
-    putf(o, "kv.ctx: %" PRIu64 "\n", n_ctx);
-    putf(o, "kv.bytes_per_token: %" PRIu64 "\n", s->kv_bytes_per_token);
-    putf(o, "kv.bytes: %" PRIu64 "\n", s->kv_bytes);
+    if (creason) {
+        putf(o, j ? ",\"compute\":null,\"compute_unknown\":\"%s\"" : "compute: unknown (%s)\n",
+             creason);
+    } else {
+        putf(o,
+             j ? ",\"compute\":{\"bytes\":%" PRIu64 ",\"mask\":%" PRIu64 ",\"kq\":%" PRIu64
+                 ",\"act\":%" PRIu64 ",\"widest_layer\":%" PRIu64 "}"
+               : "compute.bytes: %" PRIu64 "\ncompute.mask: %" PRIu64 "\ncompute.kq: %" PRIu64
+                 "\ncompute.act: %" PRIu64 "\ncompute.widest_layer: %" PRIu64 "\n",
+             e->compute_bytes, e->compute_mask, e->compute_kq, e->compute_act, e->widest_layer);
+    }
+    puts_(o, j ? "}" : "");
+}
+
+/* The Hugging Face section of a config.json source (gguf/hfconfig.h): `hf.*` lines, or one "hf"
+ * object in JSON. The contract above it came from the same rules as a GGUF file's. */
+static void print_hf(struct out *o, const struct qr_hfconfig *hf)
+{
+    static const char *const MODALITIES[] = {"vision", "audio"};
+    bool j = o->json;
+    if (j) {
+        key(o, "hf");
+        puts_(o, "{");
+        o->first = true;
+    }
+    const char *pre = j ? "" : "hf.";
+    char k[64];
+#define HK(name) (snprintf(k, sizeof k, "%s%s", pre, name), k)
+    f_str(o, HK("model_type"), &(struct qr_arch_str){true, hf->model_type});
+    f_bool(o, HK("architecture_mapped"), &(struct qr_arch_bool){true, hf->arch_mapped});
+    f_bool(o, HK("text_config"), &(struct qr_arch_bool){true, hf->text_config});
+    key(o, HK("modalities"));
+    puts_(o, j ? "[\"text\"" : "[text");
+    for (unsigned i = 0; i < QR_ARRAY_LEN(MODALITIES); i++)
+        if (hf->modalities & (1u << i))
+            putf(o, j ? ",\"%s\"" : ",%s", MODALITIES[i]);
+    puts_(o, "]");
+    end(o);
+    f_bool(o, HK("projector_needed"), &(struct qr_arch_bool){true, hf->modalities != 0});
+    f_str(o, HK("dtype"), &hf->dtype);
+    f_bool(o, HK("tie_word_embeddings"), &hf->tie_word_embeddings);
+    f_str(o, HK("quant_method"), &hf->quant_method);
+    f_u64(o, HK("quant_bits"), &hf->quant_bits);
+    f_u64(o, HK("quant_group_size"), &hf->quant_group_size);
+    f_u64(o, HK("weight_bytes"), &hf->weight_bytes);
+    f_name(o, HK("weight_bytes_from"), hf->weight_bytes_from);
+    f_u64(o, HK("unknown_fields.count"), &(struct qr_arch_u64){true, hf->n_unknown});
+    key(o, HK("unknown_fields"));
+    puts_(o, "[");
+    for (size_t i = 0; i < hf->n_unknown && i < QR_HF_MAX_UNKNOWN; i++) {
+        puts_(o, i ? "," : "");
+        put_str(o, (struct qr_slice){hf->unknown[i].name, hf->unknown[i].len});
+    }
+    puts_(o, "]");
+    end(o);
+    key(o, HK("notes"));
+    puts_(o, "[");
+    for (size_t i = 0; i < hf->n_notes; i++) {
+        puts_(o, i ? (j ? "," : "; ") : "");
+        put_str(o, qr_slice_str(hf->notes[i]));
+    }
+    puts_(o, "]");
+    end(o);
+#undef HK
+    if (j) {
+        puts_(o, "}");
+        o->first = false;
+    }
 }
 
 int qr_cli_inspect(int argc, char **argv)
@@ -464,20 +678,17 @@ int qr_cli_inspect(int argc, char **argv)
     bool json = false;
     const char *path = NULL;
     uint64_t n_ctx = 0; /* 0: the model's context_length */
+    struct sizing_flags sf = {.unified = -1, .flash_attn = -1};
+    int flag;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
         } else if (!strcmp(argv[i], "--ctx")) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            char *endp = NULL;
-            errno = 0;
-            unsigned long long x = strtoull(v, &endp, 10);
-            if (!*v || *endp || errno || v[0] == '-' || v[0] == '+' || !x) {
-                fprintf(stderr,
-                        "quantum-runtime inspect: --ctx wants a positive integer, got '%s'\n", v);
+            if (!opt_u64(argc, argv, &i, &n_ctx))
                 return 2;
-            }
-            n_ctx = (uint64_t) x;
+        } else if ((flag = sizing_flag(argc, argv, &i, &sf)) != 0) {
+            if (flag < 0)
+                return 2;
         } else if (path || argv[i][0] == '-') {
             fprintf(stderr, "quantum-runtime inspect: unexpected argument '%s'\n", argv[i]);
             return 2;
@@ -486,18 +697,26 @@ int qr_cli_inspect(int argc, char **argv)
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: quantum-runtime inspect FILE [--json] [--ctx N]\n");
+        fprintf(stderr, "usage: quantum-runtime inspect FILE|DIR [--json] [--ctx N] [--parallel N]"
+                        " [--kv-unified|--no-kv-unified] [--batch N] [--ubatch N]"
+                        " [--flash-attn on|off] [--non-causal]\n");
         return 2;
     }
     struct qr_diag diag = {{0}};
     struct qr_gguf *g = NULL;
+    struct qr_hfconfig *hf = NULL; /* a config.json source: hf->gguf holds its keys */
     struct qr_arch arch;
     int rc = 1;
-    if (qr_gguf_open(path, NULL, &diag, &g)) {
+    if (qr_hfconfig_probe(path)) {
+        if (qr_hfconfig_open(path, &diag, &hf)) {
+            fprintf(stderr, "quantum-runtime inspect: %s\n", diag.msg);
+            goto done;
+        }
+        arch = hf->arch;
+    } else if (qr_gguf_open(path, NULL, &diag, &g)) {
         fprintf(stderr, "quantum-runtime inspect: %s\n", diag.msg);
         goto done;
-    }
-    if (qr_gguf_arch_derive(g, &arch, &diag)) {
+    } else if (qr_gguf_arch_derive(g, &arch, &diag)) {
         fprintf(stderr, "quantum-runtime inspect: cannot inspect '%s': %s\n", path, diag.msg);
         goto done;
     }
@@ -506,7 +725,9 @@ int qr_cli_inspect(int argc, char **argv)
     struct qr_sizing sz;
     /* n_ctx 0 (unknown) still sizes the weights: size for 1 cell, then report the KV unknown.
      * QR_ERR_TOO_LARGE leaves the weights filled and sz.kv OVERFLOW, printed as unknown. */
-    enum qr_err se = qr_gguf_size(g, &arch, n_ctx ? n_ctx : 1, KV_F16_X100, &sz, &diag);
+    struct qr_sizing_params sp = sizing_params(&sf, n_ctx ? n_ctx : 1);
+    enum qr_err se = qr_gguf_size_engine(g ? g : hf->gguf, &arch, &sp, &sz, &diag);
+    sp.n_ctx = n_ctx;
     if (se && se != QR_ERR_TOO_LARGE) {
         fprintf(stderr, "quantum-runtime inspect: cannot size '%s': %s\n", path, diag.msg);
         goto done;
@@ -514,9 +735,15 @@ int qr_cli_inspect(int argc, char **argv)
     struct out o = {.json = json, .first = true};
     qr_buf_init(&o.b, 0);
     puts_(&o, json ? "{" : "");
-    print_contract(&o, &arch);
-    print_companions(&o, g, &arch, path);
-    print_sizing(&o, &sz, n_ctx);
+    if (hf) { /* GGUF output stays as it was: no source line */
+        f_name(&o, "source", "hf-config");
+        print_contract(&o, &arch);
+        print_hf(&o, hf);
+    } else {
+        print_contract(&o, &arch);
+        print_companions(&o, g, &arch, path);
+    }
+    print_sizing(&o, &sz, &sp, hf == NULL);
     puts_(&o, json ? "}\n" : "");
     if (o.err) {
         fprintf(stderr, "quantum-runtime inspect: %s\n", qr_err_str(o.err));
@@ -527,5 +754,6 @@ int qr_cli_inspect(int argc, char **argv)
     qr_buf_cleanup(&o.b);
 done:
     qr_gguf_close(g);
+    qr_hfconfig_free(hf);
     return rc;
 }

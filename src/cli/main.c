@@ -35,8 +35,11 @@ static const struct command commands[] = {
     {"version", cmd_version, "version [--json]", "print the version, commit and build date"},
     {"check-config", cmd_check_config, "check-config [--json] [--config FILE] [OPTIONS]",
      "validate the configuration and print it with secrets redacted"},
-    {"inspect", qr_cli_inspect, "inspect FILE [--ctx N] [--json]",
-     "print a GGUF model's architecture contract"},
+    {"inspect", qr_cli_inspect, "inspect FILE|DIR [--ctx N] [--json] [ENGINE]",
+     "print a model's architecture contract and memory sizing (a GGUF file, or a Hugging Face\n"
+     "      config.json or the directory holding it)\n"
+     "      ENGINE (llama-server's flags and defaults): --parallel N, --kv-unified|--no-kv-unified,"
+     " --batch N, --ubatch N, --flash-attn on|off, --non-causal"},
     {"help", cmd_help, "help", "show this help"},
 };
 

@@ -2,12 +2,16 @@
  * keys and tensor table into struct qr_arch, the facts the router decides on. Nothing here
  * branches on an architecture name. Key names live in one rule table (a field may have several
  * key-name variants: the first one present and readable wins), tensor classes in one marker table
- * (routed experts "_exps", shared experts "_shexp", per-layer inputs "per_layer"), template
- * formats in one marker table. A field is known only when the file states it or a stated rule
- * derives it; loader defaults are never filled in. Nothing is allocated: strings and per-layer
- * arrays stay views into the open file. */
+ * (routed experts "_exps", shared experts "_shexp", per-layer inputs "per_layer"), per-head K/V
+ * widths in one tensor table (attn_k, attn_v, fused attn_qkv), template formats in one marker
+ * table. Stated counts above a cap (block_count > 512, expert_count > 4096) or inconsistent
+ * (expert_used_count > expert_count) are refused: unknown, and listed invalid with the reason. A
+ * field is known only when the file states it or a stated rule derives it; loader defaults are
+ * never filled in. Nothing is allocated: strings and per-layer arrays stay views into the open
+ * file. */
 #include "gguf/arch.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +46,13 @@ static const struct rule RULES[] = {
     A("attention.value_length", K_U64, value_length),
     A("attention.key_length_swa", K_U64, key_length_swa),
     A("attention.value_length_swa", K_U64, value_length_swa),
+    A("attention.kv_lora_rank", K_U64, kv_lora_rank),
+    A("attention.q_lora_rank", K_U64, q_lora_rank),
+    A("attention.key_length_mla", K_U64, key_length_mla),
+    A("attention.value_length_mla", K_U64, value_length_mla),
+    A("attention.layer_norm_epsilon", K_F64, layer_norm_epsilon),
+    A("attention.layer_norm_rms_epsilon", K_F64, layer_norm_rms_epsilon),
+    A("attention.causal", K_BOOL, causal),
     A("rope.freq_base", K_F64, rope_freq_base),
     A("rope.freq_base_swa", K_F64, rope_freq_base_swa),
     A("rope.dimension_count", K_U64, rope_dimension_count),
@@ -54,6 +65,10 @@ static const struct rule RULES[] = {
     A("expert_shared_count", K_U64, expert_shared_count),
     A("expert_feed_forward_length", K_U64, expert_feed_forward_length),
     A("leading_dense_block_count", K_U64, leading_dense_block_count),
+    A("expert_gating_func", K_U64, expert_gating_func),
+    A("expert_weights_scale", K_F64, expert_weights_scale),
+    A("expert_weights_norm", K_BOOL, expert_weights_norm),
+    A("nextn_predict_layers", K_U64, nextn_predict_layers),
     A("attention.sliding_window", K_U64, sliding_window),
     A("attention.sliding_window_pattern", K_PATTERN, sliding_window_pattern),
     A("attention.shared_kv_layers", K_U64, shared_kv_layers),
@@ -68,18 +83,13 @@ static const struct rule RULES[] = {
     G("tokenizer.ggml.bos_token_id", K_U64, bos_token_id),
     G("tokenizer.ggml.eos_token_id", K_U64, eos_token_id),
     G("tokenizer.ggml.padding_token_id", K_U64, pad_token_id),
+    G("tokenizer.ggml.token_type_count", K_U64, token_type_count),
     G("tokenizer.ggml.add_bos_token", K_BOOL, add_bos_token),
     G("tokenizer.ggml.add_space_prefix", K_BOOL, add_space_prefix),
 };
 
 #undef A
 #undef G
-
-/* `<arch>.*` keys the engine reads that carry nothing the contract needs: not listed unknown. */
-static const char *const RECOGNIZED[] = {
-    "attention.layer_norm_rms_epsilon",
-    "attention.layer_norm_epsilon",
-};
 
 enum tclass { T_EXPERT = 1, T_SHARED_EXPERT = 2, T_PER_LAYER = 4 };
 
@@ -112,6 +122,23 @@ static const struct {
 };
 
 static const char *const POOLING[] = {"none", "mean", "cls", "last", "rank"};
+
+/* expert_gating_func values (llama.cpp's enum llama_expert_gating_func_type) */
+static const char *const GATING[] = {"none", "softmax", "sigmoid", "softmax_weight",
+                                     "sqrt_softplus"};
+
+/* Per-head widths from the tensor table: blk.N.<stem>.weight [n_embd, heads * dim], where heads
+ * is head_count_kv, or head_count + 2 * head_count_kv for a fused q|k|v of one head width. */
+enum { HD_K = 1, HD_V = 2 };
+static const struct {
+    const char *stem;
+    unsigned dims; /* HD_K | HD_V */
+    bool fused_qkv;
+} HEAD_DIM_TENSORS[] = {
+    {"attn_k", HD_K, false},
+    {"attn_v", HD_V, false},
+    {"attn_qkv", HD_K | HD_V, true},
+};
 
 /* general.file_type values (llama.cpp's enum llama_ftype); NULL entries are unassigned. */
 static const char *const FILE_TYPES[] = {
@@ -175,6 +202,11 @@ const char *qr_arch_pooling_name(uint64_t v)
 const char *qr_arch_file_type_name(uint64_t v)
 {
     return v < QR_ARRAY_LEN(FILE_TYPES) ? FILE_TYPES[v] : NULL;
+}
+
+const char *qr_arch_gating_name(uint64_t v)
+{
+    return v < QR_ARRAY_LEN(GATING) ? GATING[v] : NULL;
 }
 
 static bool slice_has(struct qr_slice s, const char *needle)
@@ -330,7 +362,7 @@ static void apply_rules(const struct qr_gguf *g, struct qr_arch *a, bool consume
     }
 }
 
-/* Stage 2: `<arch>.*` keys that no rule consumed and that are not merely recognized. */
+/* Stage 2: `<arch>.*` keys that no rule consumed. */
 static void list_unknown(const struct qr_gguf *g, struct qr_arch *a, const bool consumed[])
 {
     struct qr_slice arch = a->architecture.v;
@@ -342,8 +374,6 @@ static void list_unknown(const struct qr_gguf *g, struct qr_arch *a, const bool 
         bool known = false;
         for (size_t r = 0; r < QR_ARRAY_LEN(RULES) && !known; r++)
             known = consumed[r] && RULES[r].arch_scoped && qr_slice_eq(sfx, RULES[r].key);
-        for (size_t r = 0; r < QR_ARRAY_LEN(RECOGNIZED) && !known; r++)
-            known = qr_slice_eq(sfx, RECOGNIZED[r]);
         if (known)
             continue;
         if (a->n_unknown_keys < QR_ARCH_MAX_UNKNOWN)
@@ -375,6 +405,24 @@ static unsigned tensor_class(struct qr_slice name)
             cls |= TENSOR_MARKERS[i].cls;
     }
     return cls;
+}
+
+static void refuse(struct qr_arch *a, struct qr_arch_u64 *f, const char *field, const char *reason)
+{
+    if (a->n_invalid < QR_ARCH_MAX_INVALID)
+        a->invalid[a->n_invalid] = (struct qr_arch_invalid){field, f->v, reason};
+    a->n_invalid++;
+    f->known = false;
+}
+
+/* Whether check_caps refused a field: a stated but refused value is not re-derived. */
+static bool was_refused(const struct qr_arch *a, const char *field)
+{
+    for (size_t i = 0; i < a->n_invalid && i < QR_ARCH_MAX_INVALID; i++) {
+        if (!strcmp(a->invalid[i].field, field))
+            return true;
+    }
+    return false;
 }
 
 /* Stage 3: the tensor table: type histogram, parameter counts, expert and per-layer tensors,
@@ -426,12 +474,101 @@ static void scan_tensors(const struct qr_gguf *g, struct qr_arch *a)
         act /= a->expert_count.v;
         a->params_active = (struct qr_arch_u64){true, total - expert_elems + (uint64_t) act};
     }
-    if (a->ffn == QR_ARCH_FFN_MOE && !a->leading_dense_block_count.known && expert_blk_known) {
+    if (a->ffn == QR_ARCH_FFN_MOE && !a->leading_dense_block_count.known && expert_blk_known &&
+        !was_refused(a, "leading_dense_block_count")) {
         a->leading_dense_block_count = (struct qr_arch_u64){true, first_expert_blk};
         a->leading_dense_from_tensors = true;
     }
     if (per_layer)
         a->per_layer_embeddings = (struct qr_arch_bool){true, true};
+}
+
+/* Stage 1b: caps and consistency of stated counts, before anything uses them. A refused value
+ * becomes unknown and is listed in a->invalid. */
+static void check_caps(struct qr_arch *a)
+{
+    if (a->block_count.known && a->block_count.v > QR_ARCH_MAX_BLOCKS)
+        refuse(a, &a->block_count, "block_count", "above the cap 512");
+    if (a->expert_count.known && a->expert_count.v > QR_ARCH_MAX_EXPERTS)
+        refuse(a, &a->expert_count, "expert_count", "above the cap 4096");
+    if (a->expert_used_count.known && a->expert_count.known &&
+        a->expert_used_count.v > a->expert_count.v)
+        refuse(a, &a->expert_used_count, "expert_used_count", "above expert_count");
+    if (a->leading_dense_block_count.known && a->block_count.known &&
+        a->leading_dense_block_count.v > a->block_count.v)
+        refuse(a, &a->leading_dense_block_count, "leading_dense_block_count", "above block_count");
+}
+
+/* One head width seen in the tensor table: the first value, and whether another disagreed. */
+struct seen {
+    bool any, conflict;
+    uint64_t v;
+};
+
+static void see(struct seen *s, uint64_t v)
+{
+    if (s->any && s->v != v)
+        s->conflict = true;
+    s->any = true;
+    s->v = v;
+}
+
+/* The head widths layer il's K/V tensors state, into seen[K or V][sliding]. */
+static void scan_head_dims(const struct qr_gguf *g, const struct qr_arch *a, uint64_t il,
+                           struct seen seen[2][2])
+{
+    uint64_t n_kv, n_q = 0;
+    bool swa = false;
+    if (!qr_arch_layers_at(&a->head_count_kv, il, &n_kv) || n_kv == 0)
+        return;
+    qr_arch_pattern_swa(&a->sliding_window_pattern, il, &swa);
+    for (size_t i = 0; i < QR_ARRAY_LEN(HEAD_DIM_TENSORS); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%" PRIu64 ".%s.weight", il, HEAD_DIM_TENSORS[i].stem);
+        const struct qr_gguf_tensor *t = qr_gguf_find_tensor(g, name);
+        if (!t || t->n_dims != 2)
+            continue;
+        uint64_t heads = n_kv;
+        bool fused = HEAD_DIM_TENSORS[i].fused_qkv; /* heads = n_q + 2 * n_kv, checked */
+        if (fused &&
+            (!qr_arch_layers_at(&a->head_count, il, &n_q) ||
+             __builtin_mul_overflow(n_kv, 2, &heads) || __builtin_add_overflow(heads, n_q, &heads)))
+            continue;
+        if (heads == 0 || t->dims[1] % heads != 0)
+            continue;
+        if (HEAD_DIM_TENSORS[i].dims & HD_K)
+            see(&seen[0][swa], t->dims[1] / heads);
+        if (HEAD_DIM_TENSORS[i].dims & HD_V)
+            see(&seen[1][swa], t->dims[1] / heads);
+    }
+}
+
+/* The stated key, else an agreeing tensor width; sets *from_tensors when the tensors gave it. */
+static struct qr_arch_u64 pick_dim(struct qr_arch_u64 key, const struct seen *s, bool *from_tensors)
+{
+    if (key.known)
+        return key;
+    if (!s->any || s->conflict)
+        return (struct qr_arch_u64){0};
+    *from_tensors = true;
+    return (struct qr_arch_u64){true, s->v};
+}
+
+/* Stage 3b: per-head K/V widths of full and sliding layers (keys first, then tensors). */
+static void derive_head_dims(const struct qr_gguf *g, struct qr_arch *a)
+{
+    struct seen seen[2][2] = {{{0}}};
+    if (a->block_count.known && a->head_count_kv.known) {
+        for (uint64_t il = 0; il < a->block_count.v; il++)
+            scan_head_dims(g, a, il, seen);
+    }
+    bool *ft = &a->head_dims_from_tensors;
+    a->head_dim_k = pick_dim(a->key_length, &seen[0][0], ft);
+    a->head_dim_v = pick_dim(a->value_length, &seen[1][0], ft);
+    if (a->sliding_window_pattern.known && a->sliding_window_pattern.n_swa > 0) {
+        a->head_dim_k_swa = pick_dim(a->key_length_swa, &seen[0][1], ft);
+        a->head_dim_v_swa = pick_dim(a->value_length_swa, &seen[1][1], ft);
+    }
 }
 
 /* Stage 4: tokenizer arrays and the chat template. */
@@ -473,9 +610,11 @@ enum qr_err qr_gguf_arch_derive(const struct qr_gguf *g, struct qr_arch *out, st
     scan_tokenizer(g, a); /* first: the tokens array wins over <arch>.vocab_size */
     bool consumed[QR_ARRAY_LEN(RULES)];
     apply_rules(g, a, consumed);
+    check_caps(a);
     if (a->architecture.known)
         list_unknown(g, a, consumed);
     scan_tensors(g, a);
+    derive_head_dims(g, a);
 
     /* Derived after both the keys and the tensors. */
     if (!a->per_layer_embeddings.known && a->embedding_length_per_layer_input.known)

@@ -21,6 +21,11 @@
 #define QR_ARCH_MAX_NAME    64u    /* bytes of general.architecture used to build key names */
 #define QR_ARCH_MAX_UNKNOWN 64u    /* unknown key names kept (n_unknown_keys counts all) */
 #define QR_ARCH_MAX_LAYERS  65536u /* per-layer arrays longer than this are not read */
+#define QR_ARCH_MAX_BLOCKS                                                                         \
+    512u                          /* block_count above this is invalid (llama.cpp's                \
+                                     LLAMA_MAX_LAYERS; a larger count once wrote out of bounds) */
+#define QR_ARCH_MAX_EXPERTS 4096u /* expert_count above this is invalid (upstream caps at 512) */
+#define QR_ARCH_MAX_INVALID 8u    /* invalid values kept (n_invalid counts all) */
 
 struct qr_arch_u64 {
     bool known;
@@ -95,6 +100,17 @@ unsigned qr_arch_template_markers(struct qr_slice tpl);
  * and of a general.file_type value ("mostly_q4_k_m", ...) or NULL. */
 const char *qr_arch_pooling_name(uint64_t v);
 const char *qr_arch_file_type_name(uint64_t v);
+/* Static lowercase name of an expert_gating_func value ("none", "softmax", "sigmoid",
+ * "softmax_weight", "sqrt_softplus") or NULL. */
+const char *qr_arch_gating_name(uint64_t v);
+
+/* A value the file states but the contract refuses to use (above a cap, or inconsistent): the
+ * field is left unknown and the value is kept here with the reason. Strings are static. */
+struct qr_arch_invalid {
+    const char *field; /* the contract field name, e.g. "block_count" */
+    uint64_t value;
+    const char *reason; /* e.g. "above the cap 512" */
+};
 
 struct qr_arch {
     struct qr_arch_str architecture; /* general.architecture */
@@ -103,6 +119,18 @@ struct qr_arch {
     struct qr_arch_u64 block_count, embedding_length, context_length, vocab_size;
     struct qr_arch_layers feed_forward_length, head_count, head_count_kv;
     struct qr_arch_u64 key_length, value_length, key_length_swa, value_length_swa;
+    /* Per-head K and V widths of full-attention and of sliding layers: the length keys above,
+     * else read from the tensor table (attn_k / attn_v width over head_count_kv, a fused attn_qkv
+     * over head_count + 2 * head_count_kv), known only when every layer with such a tensor
+     * agrees. The _swa pair is known only for files with sliding layers. */
+    struct qr_arch_u64 head_dim_k, head_dim_v, head_dim_k_swa, head_dim_v_swa;
+    bool head_dims_from_tensors; /* some head_dim_* came from the tensor table */
+
+    /* Multi-head latent attention (compressed KV) and normalization */
+    struct qr_arch_u64 kv_lora_rank, q_lora_rank, key_length_mla, value_length_mla;
+    struct qr_arch_f64 layer_norm_epsilon, layer_norm_rms_epsilon;
+    struct qr_arch_bool causal;              /* attention.causal: false for encoders */
+    struct qr_arch_u64 nextn_predict_layers; /* extra multi-token-prediction layers */
 
     /* RoPE */
     struct qr_arch_f64 rope_freq_base, rope_freq_base_swa, rope_scaling_factor;
@@ -113,6 +141,9 @@ struct qr_arch {
     enum qr_arch_ffn ffn;
     struct qr_arch_u64 expert_count, expert_used_count, expert_shared_count;
     struct qr_arch_u64 expert_feed_forward_length;
+    struct qr_arch_u64 expert_gating_func; /* qr_arch_gating_name */
+    struct qr_arch_f64 expert_weights_scale;
+    struct qr_arch_bool expert_weights_norm;
     struct qr_arch_u64 leading_dense_block_count; /* the key, else counted from the tensors */
     bool leading_dense_from_tensors;              /* how leading_dense_block_count was found */
     uint64_t n_expert_tensors, n_shared_expert_tensors;
@@ -129,6 +160,7 @@ struct qr_arch {
     /* Tokenizer */
     struct qr_arch_str tokenizer_model, tokenizer_pre;
     struct qr_arch_u64 bos_token_id, eos_token_id, pad_token_id;
+    struct qr_arch_u64 token_type_count; /* tokenizer.ggml.token_type_count (encoders) */
     struct qr_arch_bool add_bos_token, add_space_prefix;
     bool chat_template_known;
     uint64_t chat_template_len;
@@ -142,6 +174,12 @@ struct qr_arch {
     uint64_t n_tensors;
     struct qr_arch_u64 params_total;  /* sum of tensor elements; known when there are tensors */
     struct qr_arch_u64 params_active; /* experts counted as used/count of their elements */
+
+    /* Stated values refused by a cap or a consistency rule (the field stays unknown): block_count
+     * above QR_ARCH_MAX_BLOCKS, expert_count above QR_ARCH_MAX_EXPERTS, expert_used_count above
+     * expert_count, leading_dense_block_count above block_count. */
+    size_t n_invalid;
+    struct qr_arch_invalid invalid[QR_ARCH_MAX_INVALID]; /* the first ones */
 
     /* `<arch>.*` keys no rule read (unrecognized name or unexpected type), in file order. */
     size_t n_unknown_keys;

@@ -1,9 +1,11 @@
 /* The architecture contract over files built with the writer: a dense llama-like file, a MoE file
  * (total vs active parameters exactly, leading dense blocks from the tensor table), a sliding-
  * window file (bool pattern, per-layer KV heads, SWA head dims, shared KV, per-layer inputs) and
- * a scalar pattern left unknown, an embedding model's pooling, unknown and mistyped `<arch>.*` keys
- * listed, missing keys reported unknown (never 0), an unusable architecture name, SHA-256 test
- * vectors and chat template markers. Architecture names are made up on purpose: the rules must
+ * a scalar pattern left unknown, an embedding model's pooling, head dims from the tensor table
+ * (separate, fused, per sliding/full layer, disagreeing), MLA and routing keys, counts above the
+ * caps refused (block_count > 512), unknown and mistyped `<arch>.*` keys listed, missing keys
+ * reported unknown (never 0), an unusable architecture name, SHA-256 test vectors and chat
+ * template markers. Architecture names are made up on purpose: the rules must
  * not depend on family names. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,9 +295,187 @@ static void test_embedding_pooling(void **state)
     assert_null(qr_arch_pooling_name(5));
     assert_true(f.a.add_space_prefix.known && !f.a.add_space_prefix.v);
     assert_true(f.a.pad_token_id.known && f.a.pad_token_id.v == 0);
-    /* attention.causal is not part of the contract: listed. */
-    assert_int_equal(f.a.n_unknown_keys, 1);
-    assert_true(qr_slice_eq(f.a.unknown_keys[0], "toyembed.attention.causal"));
+    /* attention.causal is part of the contract: an encoder says false. */
+    assert_true(f.a.causal.known && !f.a.causal.v);
+    assert_int_equal(f.a.n_unknown_keys, 0);
+    done(&f);
+}
+
+/* Head dims the file states only through its tensors: separate attn_k/attn_v, a fused attn_qkv
+ * (q, k and v heads of one width), sliding layers kept apart, layers without K skipped. */
+static void test_head_dims_from_tensors(void **state)
+{
+    struct qr_gguf_writer *w = qr_gguf_writer_new(); /* separate K and V, GQA 4/2 */
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("hd1"));
+    qr_gguf_writer_add_u32(w, "hd1.block_count", 2);
+    qr_gguf_writer_add_u32(w, "hd1.attention.head_count", 4);
+    qr_gguf_writer_add_u32(w, "hd1.attention.head_count_kv", 2);
+    for (int il = 0; il < 2; il++) {
+        char n[64];
+        snprintf(n, sizeof n, "blk.%d.attn_k.weight", il);
+        tensor(w, n, QR_GGML_F16, 2, 64, 2 * 16, 1);
+        snprintf(n, sizeof n, "blk.%d.attn_v.weight", il);
+        tensor(w, n, QR_GGML_F16, 2, 64, 2 * 8, 1);
+    }
+    struct file f;
+    derive(w, &f);
+    assert_true(f.a.head_dim_k.known && f.a.head_dim_k.v == 16);
+    assert_true(f.a.head_dim_v.known && f.a.head_dim_v.v == 8);
+    assert_false(f.a.head_dim_k_swa.known); /* no sliding layers */
+    assert_true(f.a.head_dims_from_tensors);
+    assert_false(f.a.key_length.known); /* the key itself stays what the file says */
+    done(&f);
+
+    w = qr_gguf_writer_new(); /* fused q|k|v [64, (4 + 2*2) * 16] */
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("hd2"));
+    qr_gguf_writer_add_u32(w, "hd2.block_count", 1);
+    qr_gguf_writer_add_u32(w, "hd2.attention.head_count", 4);
+    qr_gguf_writer_add_u32(w, "hd2.attention.head_count_kv", 2);
+    tensor(w, "blk.0.attn_qkv.weight", QR_GGML_F16, 2, 64, 128, 1);
+    derive(w, &f);
+    assert_true(f.a.head_dim_k.known && f.a.head_dim_k.v == 16);
+    assert_true(f.a.head_dim_v.known && f.a.head_dim_v.v == 16);
+    done(&f);
+
+    /* sliding layers 16 wide, full ones 32; the last layer has no K (shared KV): skipped; the
+     * stated value_length wins over the tensors */
+    w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("hd3"));
+    qr_gguf_writer_add_u32(w, "hd3.block_count", 3);
+    qr_gguf_writer_add_u32(w, "hd3.attention.head_count_kv", 1);
+    qr_gguf_writer_add_u32(w, "hd3.attention.value_length", 40);
+    const uint8_t pat[3] = {1, 0, 1};
+    qr_gguf_writer_add_arr(w, "hd3.attention.sliding_window_pattern", QR_GGUF_BOOL, pat, 3);
+    tensor(w, "blk.0.attn_k.weight", QR_GGML_F16, 2, 64, 16, 1);
+    tensor(w, "blk.1.attn_k.weight", QR_GGML_F16, 2, 64, 32, 1);
+    derive(w, &f);
+    assert_true(f.a.head_dim_k.known && f.a.head_dim_k.v == 32);
+    assert_true(f.a.head_dim_k_swa.known && f.a.head_dim_k_swa.v == 16);
+    assert_true(f.a.head_dim_v.known && f.a.head_dim_v.v == 40);
+    assert_false(f.a.head_dim_v_swa.known); /* no attn_v, no value_length_swa: V = K is a
+                                               loader rule, not something the file says */
+    done(&f);
+
+    /* layers that disagree, or a width that is not a multiple of the heads: unknown */
+    w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("hd4"));
+    qr_gguf_writer_add_u32(w, "hd4.block_count", 2);
+    qr_gguf_writer_add_u32(w, "hd4.attention.head_count_kv", 3);
+    tensor(w, "blk.0.attn_k.weight", QR_GGML_F16, 2, 64, 48, 1);
+    tensor(w, "blk.1.attn_k.weight", QR_GGML_F16, 2, 64, 96, 1);
+    tensor(w, "blk.0.attn_v.weight", QR_GGML_F16, 2, 64, 50, 1);
+    derive(w, &f);
+    assert_false(f.a.head_dim_k.known);
+    assert_false(f.a.head_dim_v.known);
+    assert_false(f.a.head_dims_from_tensors);
+    done(&f);
+
+    /* head counts whose fused total overflows 64 bits: not read, no wrap-around */
+    w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("hd5"));
+    qr_gguf_writer_add_u32(w, "hd5.block_count", 1);
+    qr_gguf_writer_add_u64(w, "hd5.attention.head_count", 3);
+    qr_gguf_writer_add_u64(w, "hd5.attention.head_count_kv", UINT64_MAX / 2);
+    tensor(w, "blk.0.attn_qkv.weight", QR_GGML_F16, 2, 64, 1, 1); /* 3 + 2 * kv wraps to 1 */
+    derive(w, &f);
+    assert_false(f.a.head_dim_k.known);
+    done(&f);
+}
+
+/* MLA, MoE routing, normalization and multi-token-prediction keys are read, not listed. */
+static void test_mla_and_routing_keys(void **state)
+{
+    struct qr_gguf_writer *w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("latent"));
+    qr_gguf_writer_add_u32(w, "latent.attention.key_length", 24);
+    qr_gguf_writer_add_u32(w, "latent.attention.value_length", 16);
+    qr_gguf_writer_add_u32(w, "latent.attention.kv_lora_rank", 32);
+    qr_gguf_writer_add_u32(w, "latent.attention.q_lora_rank", 48);
+    qr_gguf_writer_add_u32(w, "latent.attention.key_length_mla", 40);
+    qr_gguf_writer_add_u32(w, "latent.attention.value_length_mla", 32);
+    qr_gguf_writer_add_f32(w, "latent.attention.layer_norm_rms_epsilon", 1e-6f);
+    qr_gguf_writer_add_f32(w, "latent.attention.layer_norm_epsilon", 0.5f);
+    qr_gguf_writer_add_u32(w, "latent.expert_gating_func", 2);
+    qr_gguf_writer_add_f32(w, "latent.expert_weights_scale", 2.5f);
+    qr_gguf_writer_add_bool(w, "latent.expert_weights_norm", true);
+    qr_gguf_writer_add_u32(w, "latent.nextn_predict_layers", 1);
+    qr_gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2);
+    struct file f;
+    derive(w, &f);
+    const struct qr_arch *a = &f.a;
+    assert_true(a->kv_lora_rank.known && a->kv_lora_rank.v == 32);
+    assert_true(a->q_lora_rank.known && a->q_lora_rank.v == 48);
+    assert_true(a->key_length_mla.known && a->key_length_mla.v == 40);
+    assert_true(a->value_length_mla.known && a->value_length_mla.v == 32);
+    assert_true(a->head_dim_k.known && a->head_dim_k.v == 24);
+    assert_true(a->head_dim_v.known && a->head_dim_v.v == 16);
+    assert_false(a->head_dims_from_tensors);
+    assert_true(a->layer_norm_rms_epsilon.known);
+    assert_true(a->layer_norm_epsilon.known && a->layer_norm_epsilon.v == 0.5);
+    assert_true(a->expert_gating_func.known && a->expert_gating_func.v == 2);
+    assert_string_equal(qr_arch_gating_name(a->expert_gating_func.v), "sigmoid");
+    assert_string_equal(qr_arch_gating_name(0), "none");
+    assert_null(qr_arch_gating_name(5));
+    assert_true(a->expert_weights_scale.known && a->expert_weights_scale.v == 2.5);
+    assert_true(a->expert_weights_norm.known && a->expert_weights_norm.v);
+    assert_true(a->nextn_predict_layers.known && a->nextn_predict_layers.v == 1);
+    assert_true(a->token_type_count.known && a->token_type_count.v == 2);
+    assert_false(a->causal.known);
+    assert_int_equal(a->n_unknown_keys, 0);
+    done(&f);
+}
+
+/* llama.cpp wrote out of bounds for block_count > LLAMA_MAX_LAYERS (512): the contract refuses
+ * such counts (unknown, listed invalid with the reason) instead of passing them on. */
+static void test_block_count_above_max_layers_refused(void **state)
+{
+    struct qr_gguf_writer *w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("huge"));
+    qr_gguf_writer_add_u32(w, "huge.block_count", QR_ARCH_MAX_BLOCKS + 1);
+    qr_gguf_writer_add_u32(w, "huge.expert_count", QR_ARCH_MAX_EXPERTS + 1);
+    qr_gguf_writer_add_u32(w, "huge.expert_used_count", 2);
+    qr_gguf_writer_add_u32(w, "huge.leading_dense_block_count", 600);
+    tensor(w, "blk.0.ffn_up_exps.weight", QR_GGML_F16, 3, 8, 4, 4);
+    struct file f;
+    derive(w, &f);
+    const struct qr_arch *a = &f.a;
+    assert_false(a->block_count.known);
+    assert_false(a->expert_count.known);
+    assert_true(a->expert_used_count.known);         /* nothing to compare it with */
+    assert_true(a->leading_dense_block_count.known); /* block_count unknown: not comparable */
+    assert_int_equal(a->ffn, QR_ARCH_FFN_UNKNOWN);   /* expert tensors, no usable expert_count */
+    assert_false(a->params_active.known);
+    assert_int_equal(a->n_invalid, 2);
+    assert_string_equal(a->invalid[0].field, "block_count");
+    assert_int_equal(a->invalid[0].value, QR_ARCH_MAX_BLOCKS + 1);
+    assert_non_null(strstr(a->invalid[0].reason, "512"));
+    assert_string_equal(a->invalid[1].field, "expert_count");
+    assert_int_equal(a->invalid[1].value, QR_ARCH_MAX_EXPERTS + 1);
+    assert_int_equal(a->n_unknown_keys, 0); /* read, then refused: not "unknown keys" */
+    done(&f);
+
+    /* at the caps: used; used > count and lead > blocks: refused */
+    w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("edge"));
+    qr_gguf_writer_add_u32(w, "edge.block_count", QR_ARCH_MAX_BLOCKS);
+    qr_gguf_writer_add_u32(w, "edge.expert_count", 4);
+    qr_gguf_writer_add_u32(w, "edge.expert_used_count", 5);
+    qr_gguf_writer_add_u32(w, "edge.leading_dense_block_count", QR_ARCH_MAX_BLOCKS + 1);
+    tensor(w, "blk.3.ffn_up_exps.weight", QR_GGML_F16, 3, 8, 4, 4);
+    derive(w, &f);
+    a = &f.a;
+    assert_true(a->block_count.known && a->block_count.v == QR_ARCH_MAX_BLOCKS);
+    assert_true(a->expert_count.known && a->expert_count.v == 4);
+    assert_false(a->expert_used_count.known);
+    assert_false(a->leading_dense_block_count.known);
+    assert_int_equal(a->ffn, QR_ARCH_FFN_MOE);
+    assert_false(a->params_active.known); /* used count refused: never guessed */
+    assert_int_equal(a->n_invalid, 2);
+    assert_string_equal(a->invalid[0].field, "expert_used_count");
+    assert_int_equal(a->invalid[0].value, 5);
+    assert_string_equal(a->invalid[1].field, "leading_dense_block_count");
+    /* the refused key does not come back from the tensor rule */
+    assert_false(a->leading_dense_from_tensors);
     done(&f);
 }
 
@@ -452,6 +633,9 @@ int main(void)
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_sliding_window_scalar_not_read),
         cmocka_unit_test(test_embedding_pooling),
+        cmocka_unit_test(test_head_dims_from_tensors),
+        cmocka_unit_test(test_mla_and_routing_keys),
+        cmocka_unit_test(test_block_count_above_max_layers_refused),
         cmocka_unit_test(test_unknown_keys_listed),
         cmocka_unit_test(test_missing_keys_unknown),
         cmocka_unit_test(test_bad_architecture_name),

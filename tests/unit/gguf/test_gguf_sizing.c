@@ -333,8 +333,9 @@ static void test_unknown(void **state)
     assert_int_equal(size(&f, 10, 200).kv_bytes, 64 * 10);
     done(&f);
 
-    w = zeta(2, true); /* MLA: the cache layout is not per-head K/V */
+    w = zeta(2, true); /* MLA with one of the two _mla keys: which layout is ambiguous */
     qr_gguf_writer_add_u32(w, "zeta.attention.kv_lora_rank", 32);
+    qr_gguf_writer_add_u32(w, "zeta.attention.key_length_mla", 4);
     derive(w, &f);
     assert_int_equal(size(&f, 10, 200).kv, QR_SIZING_KV_MLA);
     done(&f);
@@ -404,13 +405,300 @@ static void test_overflow(void **state)
     done(&f);
 }
 
+/* MLA (kv_lora_rank stated). Non-absorbed layout (no _mla keys): per-head K and V like any file,
+ * 2 layers * 2 heads * (4 + 4) * 2 bytes = 64 per token (llama-server: deepseek2 fixture, K 3.00
+ * + V 2.00 MiB = 4 heads * (24 + 16) * 2 B * 2 layers * 8192 cells). Absorbed layout (both _mla
+ * keys): the latent is K only, 2 layers * 2 heads * 4 * 2 bytes = 32 per token (llama-server:
+ * key_length 40, head_count_kv 1, K 1.25 MiB and V 0.00 MiB at 8192 cells). */
+static void test_mla(void **state)
+{
+    (void) state;
+    struct file f;
+    struct qr_gguf_writer *w = zeta(2, true);
+    qr_gguf_writer_add_u32(w, "zeta.attention.kv_lora_rank", 32);
+    derive(w, &f);
+    struct qr_sizing s = size(&f, 10, 200);
+    assert_int_equal(s.kv, QR_SIZING_KV_KNOWN);
+    assert_false(s.kv_mla_absorbed);
+    assert_int_equal(s.kv_bytes_per_token, 64);
+    assert_int_equal(s.kv_bytes, 640);
+    done(&f);
+
+    w = zeta(2, true);
+    qr_gguf_writer_add_u32(w, "zeta.attention.kv_lora_rank", 32);
+    qr_gguf_writer_add_u32(w, "zeta.attention.key_length_mla", 24);
+    qr_gguf_writer_add_u32(w, "zeta.attention.value_length_mla", 16);
+    derive(w, &f);
+    s = size(&f, 10, 200);
+    assert_int_equal(s.kv, QR_SIZING_KV_KNOWN);
+    assert_true(s.kv_mla_absorbed);
+    assert_int_equal(s.kv_bytes_per_token, 32);
+    assert_int_equal(s.kv_bytes, 320);
+    done(&f);
+}
+
+/* Engine parameters: n_seq 1, not unified, llama-server's batch sizes, f16, flash attention. */
+static struct qr_sizing_params one_seq(uint64_t n_ctx)
+{
+    struct qr_sizing_params p;
+    qr_sizing_params_init(&p, n_ctx);
+    p.n_seq = 1;
+    p.kv_unified = false;
+    return p;
+}
+
+static struct qr_sizing engine(struct file *f, const struct qr_sizing_params *p)
+{
+    struct qr_sizing s;
+    struct qr_diag d = {{0}};
+    enum qr_err err = qr_gguf_size_engine(f->g, &f->a, p, &s, &d);
+    if (err)
+        fail_msg("size_engine: %s %s", qr_err_str(err), d.msg);
+    return s;
+}
+
+static void test_engine_defaults(void **state)
+{
+    (void) state;
+    struct qr_sizing_params p;
+    qr_sizing_params_init(&p, 8192); /* llama-server with -c 8192 and nothing else */
+    assert_int_equal(p.n_ctx, 8192);
+    assert_int_equal(p.n_seq, 4); /* -np auto: 4 slots, unified KV */
+    assert_true(p.kv_unified);
+    assert_int_equal(p.n_batch, 2048);
+    assert_int_equal(p.n_ubatch, 512);
+    assert_int_equal(p.kv_type_bytes_x100, 200);
+    assert_true(p.flash_attn);
+    assert_false(p.non_causal);
+}
+
+/* The llama-server cells of swa_file: full layers (2) 64 bytes per cell, sliding (4) 32 bytes
+ * (4 * 32 = 128 per cell over the SWA cache, 2 * 64 = 128 over the full one), window 64. */
+static void test_engine_swa(void **state)
+{
+    (void) state;
+    struct file f;
+    derive(swa_file(0), &f);
+    struct qr_sizing_params p = one_seq(1000);
+    /* cells pad256(1000) = 1024; SWA min(1024, pad256(64 + 512) = 768) = 768 */
+    struct qr_sizing s = engine(&f, &p);
+    assert_int_equal(s.kv, QR_SIZING_KV_KNOWN);
+    assert_int_equal(s.kv_bytes, 4 * 32 * 64 + 2 * 64 * 1000); /* the window model */
+    assert_int_equal(s.eng.n_ubatch, 512);
+    assert_int_equal(s.eng.streams, 1);
+    assert_int_equal(s.eng.cells, 1024);
+    assert_int_equal(s.eng.cells_swa, 768);
+    assert_int_equal(s.eng.kv_bytes_full, 128 * 1024);
+    assert_int_equal(s.eng.kv_bytes_swa, 128 * 768);
+    assert_int_equal(s.eng.kv_bytes, 128 * 1024 + 128 * 768);
+
+    /* Unified, 8 sequences at 8192: SWA pad256(64 * 8 + 512) = 1024 (one stream). */
+    p = one_seq(8192);
+    p.n_seq = 8;
+    p.kv_unified = true;
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.streams, 1);
+    assert_int_equal(s.eng.cells, 8192);
+    assert_int_equal(s.eng.cells_swa, 1024);
+    assert_int_equal(s.eng.kv_bytes, 128 * 8192 + 128 * 1024);
+
+    /* 3 streams (not unified) at 1000: ceil(1000 / 3) = 334 -> 512 cells each; SWA min(512,
+     * pad256(64 + 512)) = 512; every stream counted: 3 * 128 * 512 per cache. */
+    p = one_seq(1000);
+    p.n_seq = 3;
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.streams, 3);
+    assert_int_equal(s.eng.cells, 512);
+    assert_int_equal(s.eng.cells_swa, 512);
+    assert_int_equal(s.eng.kv_bytes_full, 3 * 128 * 512);
+    assert_int_equal(s.eng.kv_bytes_swa, 3 * 128 * 512);
+
+    /* n_batch 64 caps the micro-batch: SWA pad256(64 + 64) = 256; cells pad256(300) = 512. */
+    p = one_seq(300);
+    p.n_batch = 64;
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.n_ubatch, 64);
+    assert_int_equal(s.eng.cells, 512);
+    assert_int_equal(s.eng.cells_swa, 256);
+
+    /* n_ctx 100 caps it too: u = 100, cells 256, SWA min(256, pad256(164)) = 256. */
+    p = one_seq(100);
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.n_ubatch, 100);
+    assert_int_equal(s.eng.cells, 256);
+    assert_int_equal(s.eng.cells_swa, 256);
+
+    /* Without flash attention V rows of differing widths (full 2 * 8, sliding 2 * 4) are padded
+     * to the widest, 16: a sliding layer holds 2 * 4 K + 16 V = 24 elements, 48 bytes, per cell
+     * (4 * 48 = 192 per cell of the SWA cache); full layers are unchanged (llama-server:
+     * "padding V cache to 96" for a gemma4 file with V widths 96 and 32). */
+    p = one_seq(1000);
+    p.flash_attn = false;
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.kv_bytes_full, 128 * 1024);
+    assert_int_equal(s.eng.kv_bytes_swa, 192 * 768);
+    assert_int_equal(s.kv_bytes, 4 * 32 * 64 + 2 * 64 * 1000); /* the window model: no padding */
+    done(&f);
+}
+
+/* A dense file without sliding layers: only the padding; the compute estimate's terms. */
+static void test_engine_compute(void **state)
+{
+    (void) state;
+    struct qr_gguf_writer *w = zeta(2, true);
+    for (int il = 0; il < 2; il++) {
+        char n[64];
+        snprintf(n, sizeof n, "blk.%d.attn_q.weight", il);
+        tensor(w, n, QR_GGML_F16, 2, 8, 16, 1);
+        snprintf(n, sizeof n, "blk.%d.attn_k.weight", il);
+        tensor(w, n, QR_GGML_F16, 2, 8, 8, 1);
+        snprintf(n, sizeof n, "blk.%d.ffn_up.weight", il);
+        tensor(w, n, QR_GGML_F32, 2, 8, il ? 24 : 16, 1);
+        snprintf(n, sizeof n, "blk.%d.attn_norm.weight", il);
+        tensor(w, n, QR_GGML_F32, 1, 8, 1, 1);
+    }
+    tensor(w, "blk.x.ffn_down.weight", QR_GGML_F32, 2, 8, 1000, 1); /* not a layer: ignored */
+    struct file f;
+    derive(w, &f);
+    struct qr_sizing_params p = one_seq(1000);
+    struct qr_sizing s = engine(&f, &p);
+    /* 64 bytes per cell, pad256(1000) = 1024 cells. */
+    assert_int_equal(s.eng.cells, 1024);
+    assert_int_equal(s.eng.cells_swa, 0);
+    assert_int_equal(s.eng.kv_bytes, 64 * 1024);
+    assert_int_equal(s.eng.kv_bytes_swa, 0);
+    /* Widest layer: layer 1, 16 + 8 + 24 = 48 (layer 0: 40). vocab = token_embd dims[1] = 5
+     * (no tokenizer), n_embd 8. mask 512 * 1024 * 2; act 512 * 4 * (5 + 4 * 8 + 48). */
+    assert_true(s.eng.compute_known);
+    assert_int_equal(s.eng.widest_layer, 48);
+    assert_int_equal(s.eng.compute_mask, 512 * 1024 * 2);
+    assert_int_equal(s.eng.compute_kq, 0);
+    assert_int_equal(s.eng.compute_act, 512 * 4 * 85);
+    assert_int_equal(s.eng.compute_bytes, 1048576 + 174080);
+    /* Without flash attention: an f32 mask and KQ over 4 heads, 512 * 1024 * 4 * 4. */
+    p.flash_attn = false;
+    s = engine(&f, &p);
+    assert_int_equal(s.eng.compute_mask, 512 * 1024 * 4);
+    assert_int_equal(s.eng.compute_kq, 512 * 1024 * 4 * 4);
+    assert_int_equal(s.eng.compute_bytes, 2097152 + 8388608 + 174080);
+    /* Told non-causal: no cache, one mask over the micro-batch, 512 * 512 * 2. */
+    p = one_seq(1000);
+    p.non_causal = true;
+    s = engine(&f, &p);
+    assert_true(s.eng.no_cache);
+    assert_int_equal(s.eng.kv_bytes, 0);
+    assert_int_equal(s.eng.cells, 0);
+    assert_int_equal(s.eng.streams, 0);
+    assert_int_equal(s.kv_bytes, 64 * 1000); /* the window model is still given */
+    assert_int_equal(s.eng.compute_mask, 512 * 512 * 2);
+    assert_int_equal(s.eng.compute_bytes, 524288 + 174080);
+    done(&f);
+
+    w = zeta(1, true); /* the file says non-causal; head dims from keys, no tensors at all */
+    qr_gguf_writer_add_bool(w, "zeta.attention.causal", false);
+    derive(w, &f);
+    p = one_seq(64);
+    s = engine(&f, &p);
+    assert_true(s.eng.no_cache);
+    assert_int_equal(s.eng.kv_bytes, 0);
+    /* u = min(512, 64) = 64; mask 64 * 64 * 2; act 64 * 4 * (5 + 32 + 0). */
+    assert_int_equal(s.eng.compute_bytes, 8192 + 9472);
+    done(&f);
+}
+
+/* Routed experts count expert_used_count of their stacked matrices; 3-d non-expert tensors all;
+ * no vocabulary: no compute estimate. */
+static void test_engine_widest(void **state)
+{
+    (void) state;
+    struct qr_gguf_writer *w = zeta(1, true);
+    qr_gguf_writer_add_u32(w, "zeta.expert_count", 4);
+    qr_gguf_writer_add_u32(w, "zeta.expert_used_count", 2);
+    tensor(w, "blk.0.attn_q.weight", QR_GGML_F16, 2, 8, 16, 1);        /* 16 */
+    tensor(w, "blk.0.ffn_gate_inp.weight", QR_GGML_F32, 2, 8, 4, 1);   /* 4 */
+    tensor(w, "blk.0.ffn_up_exps.weight", QR_GGML_F16, 3, 8, 16, 4);   /* 16 * 2 used */
+    tensor(w, "blk.0.ffn_down_exps.weight", QR_GGML_F16, 3, 16, 8, 4); /* 8 * 2 used */
+    tensor(w, "blk.0.attn_k_b.weight", QR_GGML_F16, 3, 4, 8, 2);       /* 8 * 2 */
+    tensor(w, "blk.0.attn_k_norm.weight", QR_GGML_F32, 1, 4, 1, 1);    /* not a matrix */
+    struct file f;
+    derive(w, &f);
+    struct qr_sizing_params p = one_seq(16);
+    struct qr_sizing s = engine(&f, &p);
+    assert_int_equal(s.eng.widest_layer, 16 + 4 + 32 + 16 + 16);
+    done(&f);
+
+    w = qr_gguf_writer_new(); /* no token_embd, no tokenizer: the vocabulary is unknown */
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("zeta"));
+    qr_gguf_writer_add_u32(w, "zeta.block_count", 1);
+    qr_gguf_writer_add_u32(w, "zeta.embedding_length", 8);
+    qr_gguf_writer_add_u32(w, "zeta.attention.head_count_kv", 1);
+    qr_gguf_writer_add_u32(w, "zeta.attention.key_length", 4);
+    qr_gguf_writer_add_u32(w, "zeta.attention.value_length", 4);
+    derive(w, &f);
+    s = engine(&f, &p);
+    assert_int_equal(s.kv, QR_SIZING_KV_KNOWN);
+    assert_int_equal(s.eng.kv_bytes, 16 * 256); /* 1 layer * 8 elements * 2 B, 256 cells */
+    assert_false(s.eng.compute_known);
+    assert_int_equal(s.eng.compute_bytes, 0);
+    done(&f);
+}
+
+static void test_engine_invalid(void **state)
+{
+    (void) state;
+    struct file f;
+    struct qr_sizing s;
+    struct qr_diag d = {{0}};
+    derive(swa_file(0), &f);
+    struct qr_sizing_params p = one_seq(1000);
+    p.n_seq = 0;
+    assert_int_equal(qr_gguf_size_engine(f.g, &f.a, &p, &s, &d), QR_ERR_INVALID);
+    p = one_seq(1000);
+    p.n_ubatch = 0;
+    assert_int_equal(qr_gguf_size_engine(f.g, &f.a, &p, &s, &d), QR_ERR_INVALID);
+    p = one_seq(0);
+    assert_int_equal(qr_gguf_size_engine(f.g, &f.a, &p, &s, &d), QR_ERR_INVALID);
+    /* window * n_seq on a unified cache overflows */
+    p = one_seq(1000);
+    p.kv_unified = true;
+    p.n_seq = UINT64_MAX / 2;
+    assert_int_equal(qr_gguf_size_engine(f.g, &f.a, &p, &s, &d), QR_ERR_TOO_LARGE);
+    assert_int_equal(s.kv, QR_SIZING_KV_OVERFLOW);
+    assert_int_equal(s.eng.kv_bytes, 0);
+    assert_int_equal(s.kv_bytes, 0);
+    assert_non_null(strstr(d.msg, "overflow 64 bits"));
+    done(&f);
+
+    /* No layer holds a cache (head_count_kv 0): the window model fits any n_ctx, but padding
+     * UINT64_MAX cells to 256 does not. */
+    struct qr_gguf_writer *w = qr_gguf_writer_new();
+    qr_gguf_writer_add_str(w, "general.architecture", QR_SLICE_LIT("zeta"));
+    qr_gguf_writer_add_u32(w, "zeta.block_count", 1);
+    qr_gguf_writer_add_u32(w, "zeta.attention.head_count_kv", 0);
+    derive(w, &f);
+    p = one_seq(UINT64_MAX);
+    assert_int_equal(qr_gguf_size(f.g, &f.a, UINT64_MAX, 200, &s, &d), QR_OK);
+    assert_int_equal(qr_gguf_size_engine(f.g, &f.a, &p, &s, &d), QR_ERR_TOO_LARGE);
+    done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dense_gqa),       cmocka_unit_test(test_swa_window),
-        cmocka_unit_test(test_shared_kv),       cmocka_unit_test(test_moe_classes),
-        cmocka_unit_test(test_head_dims),       cmocka_unit_test(test_unknown),
-        cmocka_unit_test(test_per_layer_heads), cmocka_unit_test(test_overflow),
+        cmocka_unit_test(test_dense_gqa),
+        cmocka_unit_test(test_swa_window),
+        cmocka_unit_test(test_shared_kv),
+        cmocka_unit_test(test_moe_classes),
+        cmocka_unit_test(test_head_dims),
+        cmocka_unit_test(test_unknown),
+        cmocka_unit_test(test_per_layer_heads),
+        cmocka_unit_test(test_overflow),
+        cmocka_unit_test(test_mla),
+        cmocka_unit_test(test_engine_defaults),
+        cmocka_unit_test(test_engine_swa),
+        cmocka_unit_test(test_engine_compute),
+        cmocka_unit_test(test_engine_widest),
+        cmocka_unit_test(test_engine_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
