@@ -6,13 +6,13 @@ CTEST_JOBS ?= $(JOBS)
 CMAKE ?= cmake
 
 .PHONY: all build release debug asan fuzz setup run test test-release test-asan \
-        format format-check bench fuzz-run clean help
+        format format-check bench fuzz-run clean help demo-models
 
 all: release
 
 help:
 	@echo "make            build the release binary (build/release/quantum-runtime)"
-	@echo "make run        set up what is missing, build, serve on 127.0.0.1:11450"
+	@echo "make run        set up what is missing, build, generate the demo models, serve on 127.0.0.1:11450"
 	@echo "make test       set up what is missing, build, run every test (release + ASan/UBSan)"
 	@echo "make debug|asan|fuzz   other build presets (build/<preset>)"
 	@echo "make bench      proxy-path latency benchmark (bench/README.md)"
@@ -32,8 +32,18 @@ fuzz:
 setup:
 	@scripts/setup
 
-run: setup release
-	build/release/quantum-runtime serve
+# The demo models (generated, never downloaded): the deterministic scripted chat model with its
+# draft model (tests/fixtures/SCRIPT.md) and a small embedding model, in DEMO_MODELS, which `make
+# run` serves as the models directory (their builtin manifests: data/models/).
+DEMO_MODELS ?= build/demo-models
+demo-models: release
+	@mkdir -p $(DEMO_MODELS)
+	@build/release/tests/fixtures/qr-gen-scripted $(DEMO_MODELS) >/dev/null
+	@build/release/tests/fixtures/qr-gen-fixtures $(DEMO_MODELS) bert-embed-tiny.gguf >/dev/null
+	@echo "demo models in $(DEMO_MODELS): $$(cd $(DEMO_MODELS) && ls *.gguf | tr '\n' ' ')"
+
+run: setup release demo-models
+	build/release/quantum-runtime serve --models-dir $(DEMO_MODELS)
 
 test: setup
 	@$(MAKE) --no-print-directory format-check
