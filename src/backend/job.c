@@ -24,6 +24,8 @@ struct qr_job {
     size_t n_hdrs;
     bool final_sent; /* DONE or ERROR went to fn */
     bool consumer_failed;
+    const struct qr_job_ops *ops; /* an adapter-run job (qr_job_new_custom); NULL for HTTP */
+    void *impl;
 };
 
 static char *join_url(const char *base, const char *path)
@@ -181,10 +183,29 @@ fail:
     return e;
 }
 
+struct qr_job *qr_job_new_custom(const struct qr_job_ops *ops, void *impl)
+{
+    struct qr_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->ops = ops;
+    j->impl = impl;
+    return j;
+}
+
+void qr_job_free_custom(struct qr_job *j)
+{
+    free(j);
+}
+
 void qr_job_cancel(struct qr_job *j)
 {
     if (!j)
         return;
+    if (j->ops) {
+        j->ops->cancel(j->impl); /* the adapter frees j (qr_job_free_custom) */
+        return;
+    }
     if (j->call)
         qr_http_call_cancel(j->call);
     job_free(j);
@@ -192,12 +213,20 @@ void qr_job_cancel(struct qr_job *j)
 
 void qr_job_pause(struct qr_job *j)
 {
+    if (j->ops) {
+        j->ops->pause(j->impl, true);
+        return;
+    }
     if (j->call)
         qr_http_call_pause(j->call);
 }
 
 void qr_job_resume(struct qr_job *j)
 {
+    if (j->ops) {
+        j->ops->pause(j->impl, false);
+        return;
+    }
     if (j->call)
         qr_http_call_resume(j->call);
 }

@@ -17,6 +17,18 @@ enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
                               const struct qr_request *req, qr_event_fn fn, void *arg,
                               struct qr_job **out, struct qr_api_error *err);
 
+/* A job an adapter runs itself (e.g. queued until an engine process is ready, then one or more
+ * HTTP jobs underneath). The handle is what submit hands out; qr_job_cancel/pause/resume on it
+ * call ops with impl. cancel must free the handle with qr_job_free_custom (and deliver nothing
+ * more); the adapter also frees it after delivering DONE or ERROR. */
+struct qr_job_ops {
+    void (*cancel)(void *impl);
+    void (*pause)(void *impl, bool paused);
+};
+/* NULL on allocation failure. ops and impl borrowed for the handle's life. */
+struct qr_job *qr_job_new_custom(const struct qr_job_ops *ops, void *impl);
+void qr_job_free_custom(struct qr_job *j);
+
 /* GET base_url + path with a bounded time; cb gets the status and the whole body (capped at
  * max_body), or an error. Used for probes and model lists. */
 typedef void (*qr_fetch_fn)(enum qr_err err, int status, struct qr_slice body,

@@ -1,0 +1,1197 @@
+/* The native llama.cpp backend adapter: canonical requests run on llama-server processes the
+ * Runtime starts itself. A model is resolved through the configured resolver, its process (one
+ * per artifact and engine configuration, see proc.h) is found or loaded on demand while the
+ * request waits in a bounded queue, and the request then goes to the process as an
+ * OpenAI-compatible request through backend/job.h, always streamed and always with a token limit.
+ * Processes stay resident for their keep-alive (per request, Ollama semantics, else the default
+ * idle TTL) and within a memory budget that unloads the least recently used idle process first.
+ * A process that dies fails its requests in flight with an error naming the crash; the
+ * supervisor's backoff restart serves the next ones. docs/LLAMACPP.md has the rules. */
+#include "backend/llamacpp/llamacpp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+#include <yyjson.h>
+
+#include "backend/codec.h"
+#include "backend/job.h"
+#include "build_info.h"
+#include "capability/descriptor.h"
+#include "core/log.h"
+#include "gguf/arch.h"
+#include "gguf/gguf.h"
+#include "gguf/sizing.h"
+
+#define DEFAULT_TTL_MS   300000
+#define DEFAULT_CTX      4096
+#define DEFAULT_QUEUE    64
+#define DEFAULT_LOAD_MS  120000
+#define DEFAULT_GRACE_MS 300
+#define PROBE_TIMEOUT_MS 10000
+#define MAX_MODEL_ID     255
+#define MAX_PATH_ARG     (QR_LLAMA_PLAN_MAX_ARG - 1)
+#define STOP_GRACE_MS    5000
+
+struct lp;
+struct llamacpp;
+struct later;
+
+/* One request on the adapter: queued until its process is ready, then one HTTP job. */
+struct ljob {
+    struct lp *p;
+    struct ljob *prev, *next; /* in p->queue or p->running */
+    bool running;             /* in p->running (else p->queue) */
+    struct qr_job *handle;    /* what the caller holds */
+    struct qr_request req;    /* the caller's request (borrowed parts), streamed, with a limit */
+    qr_event_fn fn;
+    void *arg;
+    struct qr_job *inner; /* the HTTP job while it runs */
+    bool started;         /* START went to fn */
+    bool paused;
+    /* a broken transfer's ERROR, held for crash_grace_ms to be named by the crash report */
+    struct event *hold_timer;
+    bool held;
+    int held_status;
+    char held_code[64];
+    char held_msg[768];
+};
+
+struct jlist {
+    struct ljob *head, *tail;
+    unsigned n;
+};
+
+/* One model process (loaded, loading, restarting or stopping). */
+struct lp {
+    struct llamacpp *a;
+    struct lp *next;
+    char *id, *gguf, *draft, *spec, *mmproj;
+    enum qr_llamacpp_mode mode;
+    uint32_t native_ctx, ctx, parallel, threads;
+    struct qr_llama_proc *proc;
+    struct jlist queue, running;
+    struct event *idle_timer;
+    struct event *reap_timer;
+    uint64_t bytes, weight_bytes, kv_bytes, compute_bytes;
+    int64_t keep_ms; /* after the last request; < 0 forever */
+    int64_t loaded_at_ms, last_used_ms, expires_at_ms;
+    int64_t load_ms;
+    bool served;    /* became ready since this load began */
+    bool unloading; /* stop asked: neither matched nor counted against the budget */
+    bool unload_when_idle;
+    unsigned crashes;
+    char reason[512];
+};
+
+struct llamacpp {
+    struct qr_backend base;
+    struct qr_llama_sup *sup;
+    bool configured;
+    bool engine_ok;
+    struct qr_llama_engine engine;
+    char engine_err[512];
+    struct qr_llamacpp_options o; /* engine_path / prefix point at the copies below */
+    char *engine_path, *prefix;
+    struct lp *procs;
+    struct later *laters; /* probe / list answers not delivered yet */
+};
+
+static int64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static struct timeval tv_ms(int64_t ms)
+{
+    return (struct timeval){(time_t) (ms / 1000), (suseconds_t) ((ms % 1000) * 1000)};
+}
+
+static char *dup_or_null(const char *s)
+{
+    if (!s || !s[0])
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        abort(); /* small internal allocation (STYLE.md) */
+    return d;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+const char *qr_llamacpp_mode_str(enum qr_llamacpp_mode m)
+{
+    switch (m) {
+    case QR_LLAMACPP_EMBED:
+        return "embed";
+    case QR_LLAMACPP_RERANK:
+        return "rerank";
+    default:
+        return "chat";
+    }
+}
+
+/* ---- job lists ---- */
+
+static void jl_push(struct jlist *l, struct ljob *j)
+{
+    j->prev = l->tail;
+    j->next = NULL;
+    if (l->tail)
+        l->tail->next = j;
+    else
+        l->head = j;
+    l->tail = j;
+    l->n++;
+}
+
+static void jl_unlink(struct jlist *l, struct ljob *j)
+{
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        l->head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        l->tail = j->prev;
+    j->prev = j->next = NULL;
+    l->n--;
+}
+
+static bool lp_idle(const struct lp *p)
+{
+    return p->queue.n == 0 && p->running.n == 0;
+}
+
+/* ---- lifecycle of a process ---- */
+
+static void lp_unload(struct lp *p);
+
+/* Arm the idle unload of an idle, ready process for its keep-alive. */
+static void lp_maybe_idle(struct lp *p)
+{
+    if (p->unloading || !lp_idle(p))
+        return;
+    enum qr_llama_proc_state st = qr_llama_proc_state(p->proc);
+    if (st != QR_LLAMA_PROC_READY && st != QR_LLAMA_PROC_CRASHED)
+        return;
+    int64_t keep = p->unload_when_idle ? 0 : p->keep_ms;
+    if (keep < 0) {
+        evtimer_del(p->idle_timer);
+        p->expires_at_ms = -1;
+        return;
+    }
+    struct timeval tv = tv_ms(keep);
+    evtimer_add(p->idle_timer, &tv);
+    p->expires_at_ms = wall_ms() + keep;
+}
+
+static void lp_busy(struct lp *p)
+{
+    evtimer_del(p->idle_timer);
+    p->expires_at_ms = 0;
+}
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct lp *p = arg;
+    if (!lp_idle(p) || p->unloading)
+        return;
+    QR_LOG(QR_LOG_INFO, "llama.cpp model idle, unloading", QR_LF_S("model", p->id),
+           QR_LF_N("keep_alive_ms", p->unload_when_idle ? 0 : p->keep_ms));
+    lp_unload(p);
+}
+
+static void ljob_free(struct ljob *j)
+{
+    if (j->hold_timer)
+        event_free(j->hold_timer);
+    qr_job_free_custom(j->handle);
+    free(j);
+}
+
+/* The job is over (final event delivered, consumer gone or cancelled): unlink and free it. */
+static void ljob_end(struct ljob *j)
+{
+    struct lp *p = j->p;
+    if (j->running) {
+        jl_unlink(&p->running, j);
+        p->last_used_ms = wall_ms();
+    } else {
+        jl_unlink(&p->queue, j);
+    }
+    ljob_free(j);
+    lp_maybe_idle(p);
+}
+
+/* Deliver START (unless sent) and one ERROR to the caller; the job then ends. */
+static void ljob_fail(struct ljob *j, int status, const char *code, bool retryable, const char *msg)
+{
+    if (j->inner) {
+        qr_job_cancel(j->inner);
+        j->inner = NULL;
+    }
+    struct qr_event ev = {.type = QR_EV_START};
+    bool ok = true;
+    if (!j->started) {
+        ev.name = qr_slice_str(qr_backend_llamacpp.id);
+        ev.model = qr_slice_str(j->p->id);
+        j->started = true;
+        ok = j->fn(j->arg, &ev) == QR_OK;
+    }
+    if (ok) {
+        memset(&ev, 0, sizeof ev);
+        ev.type = QR_EV_ERROR;
+        ev.status = status;
+        ev.code = qr_slice_str(code);
+        ev.message = qr_slice_str(msg);
+        ev.retryable = retryable;
+        j->fn(j->arg, &ev);
+    }
+    ljob_end(j);
+}
+
+static void fail_list(struct jlist *l, int status, const char *code, bool retryable,
+                      const char *msg)
+{
+    while (l->head)
+        ljob_fail(l->head, status, code, retryable, msg);
+}
+
+static void on_hold(evutil_socket_t fd, short what, void *arg)
+{
+    struct ljob *j = arg;
+    ljob_fail(j, j->held_status, j->held_code, true, j->held_msg);
+}
+
+/* Between the HTTP job and the caller: hold a broken transfer's ERROR until the crash report can
+ * name it, and end the job after its final event. */
+static enum qr_err ljob_relay(void *arg, const struct qr_event *ev)
+{
+    struct ljob *j = arg;
+    struct lp *p = j->p;
+    if (ev->type == QR_EV_START)
+        j->started = true;
+    if (ev->type == QR_EV_ERROR && (ev->status == 502 || ev->status == 504) && !p->unloading &&
+        qr_llama_proc_state(p->proc) == QR_LLAMA_PROC_READY && !j->held) {
+        j->inner = NULL; /* it frees itself once this returns */
+        j->held = true;
+        j->held_status = ev->status;
+        snprintf(j->held_code, sizeof j->held_code, "%.*s", (int) ev->code.len, ev->code.ptr);
+        snprintf(j->held_msg, sizeof j->held_msg, "%.*s", (int) ev->message.len, ev->message.ptr);
+        j->hold_timer = evtimer_new(p->a->base.env.base, on_hold, j);
+        if (!j->hold_timer)
+            abort();
+        struct timeval tv = tv_ms(p->a->o.crash_grace_ms);
+        evtimer_add(j->hold_timer, &tv);
+        return QR_OK;
+    }
+    enum qr_err e = j->fn(j->arg, ev);
+    if (ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR || e) {
+        j->inner = NULL; /* after a final event or a consumer failure it frees itself */
+        ljob_end(j);
+    }
+    return e;
+}
+
+/* Send j to its ready process. */
+static enum qr_err ljob_start(struct ljob *j, struct qr_api_error *err)
+{
+    struct lp *p = j->p;
+    struct qr_dialect d;
+    qr_dialect_default(&d, QR_UP_OPENAI);
+    d.upstream_model = p->id;
+    enum qr_err e =
+        qr_job_start_http(&p->a->base, &d, qr_llama_proc_base_url(p->proc),
+                          qr_llama_proc_api_key(p->proc), &j->req, ljob_relay, j, &j->inner, err);
+    if (e)
+        return e;
+    if (j->paused)
+        qr_job_pause(j->inner);
+    return QR_OK;
+}
+
+/* The process is ready: every queued request goes to it. */
+static void lp_drain(struct lp *p)
+{
+    while (p->queue.head) {
+        struct ljob *j = p->queue.head;
+        jl_unlink(&p->queue, j);
+        jl_push(&p->running, j);
+        j->running = true;
+        struct qr_api_error err = {0};
+        if (ljob_start(j, &err))
+            ljob_fail(j, err.status ? err.status : 502, err.code[0] ? err.code : "upstream_error",
+                      true, err.message);
+    }
+}
+
+static void lp_destroy(struct lp *p)
+{
+    struct llamacpp *a = p->a;
+    for (struct lp **pp = &a->procs; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    fail_list(&p->queue, 503, "model_unloaded", true, "the model was unloaded");
+    fail_list(&p->running, 503, "model_unloaded", true, "the model was unloaded");
+    qr_llama_proc_free(p->proc);
+    event_free(p->idle_timer);
+    event_free(p->reap_timer);
+    free(p->id);
+    free(p->gguf);
+    free(p->draft);
+    free(p->spec);
+    free(p->mmproj);
+    free(p);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    lp_destroy(arg);
+}
+
+static void lp_reap_later(struct lp *p)
+{
+    struct timeval tv = {0, 0};
+    evtimer_add(p->reap_timer, &tv);
+}
+
+/* Stop the process; the record goes once it has exited. */
+static void lp_unload(struct lp *p)
+{
+    p->unloading = true;
+    evtimer_del(p->idle_timer);
+    p->expires_at_ms = 0;
+    enum qr_llama_proc_state st = qr_llama_proc_state(p->proc);
+    if (st == QR_LLAMA_PROC_IDLE || st == QR_LLAMA_PROC_EXITED) {
+        lp_reap_later(p);
+        return;
+    }
+    qr_llama_proc_stop(p->proc); /* may report EXITED at once (from CRASHED or FAILED) */
+}
+
+static void on_proc_state(struct qr_llama_proc *proc, enum qr_llama_proc_state st,
+                          const char *reason, void *arg)
+{
+    struct lp *p = arg;
+    snprintf(p->reason, sizeof p->reason, "%s", reason ? reason : "");
+    char msg[900];
+    switch (st) {
+    case QR_LLAMA_PROC_READY: {
+        struct qr_llama_proc_stats s;
+        qr_llama_proc_stats(proc, &s);
+        p->load_ms = s.ready_after_ms;
+        p->served = true;
+        QR_LOG(QR_LOG_INFO, "llama.cpp model ready", QR_LF_S("model", p->id),
+               QR_LF_N("load_ms", p->load_ms), QR_LF_N("queued", p->queue.n));
+        lp_drain(p);
+        lp_maybe_idle(p);
+        break;
+    }
+    case QR_LLAMA_PROC_CRASHED:
+    case QR_LLAMA_PROC_FAILED:
+        p->crashes++;
+        if (p->unloading)
+            break;
+        snprintf(msg, sizeof msg, "llama.cpp engine for model '%s' crashed: %s", p->id,
+                 reason ? reason : "");
+        QR_LOG(QR_LOG_WARN, "llama.cpp engine crashed", QR_LF_S("model", p->id),
+               QR_LF_S("reason", reason));
+        fail_list(&p->running, 502, "engine_crashed", true, msg);
+        if (!p->served || st == QR_LLAMA_PROC_FAILED) {
+            /* the load itself failed (or the restarts gave up): nothing will serve the queue */
+            snprintf(msg, sizeof msg, "cannot load model '%s': %s", p->id, reason ? reason : "");
+            fail_list(&p->queue, 503, "model_load_failed", false, msg);
+        }
+        if (!p->served)
+            lp_unload(p); /* a model that does not load is not retried in the background */
+        break;
+    case QR_LLAMA_PROC_EXITED:
+        p->unloading = true;
+        lp_reap_later(p);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- memory sizing and the budget ---- */
+
+static void size_one(const char *path, uint32_t ctx, uint32_t parallel, uint64_t *w, uint64_t *k,
+                     uint64_t *c)
+{
+    struct qr_gguf *g = NULL;
+    struct qr_diag d = {{0}};
+    struct qr_arch *arch = calloc(1, sizeof *arch);
+    if (!arch)
+        abort();
+    struct qr_sizing *s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    if (qr_gguf_open(path, NULL, &d, &g) == QR_OK && qr_gguf_arch_derive(g, arch, &d) == QR_OK) {
+        struct qr_sizing_params sp;
+        qr_sizing_params_init(&sp, ctx ? ctx : 1);
+        sp.n_seq = parallel ? parallel : 1;
+        sp.kv_unified = false; /* an explicit -np N clears it */
+        if (qr_gguf_size_engine(g, arch, &sp, s, &d) == QR_OK ||
+            s->weight_bytes) { /* weights are known even when the KV part is not */
+            *w += s->weight_bytes;
+            *k += s->eng.kv_bytes;
+            *c += s->eng.compute_bytes;
+        }
+    } else {
+        struct stat st; /* not a GGUF the reader takes: count the file itself */
+        if (stat(path, &st) == 0)
+            *w += (uint64_t) st.st_size;
+    }
+    qr_gguf_close(g);
+    free(s);
+    free(arch);
+}
+
+static void lp_size(struct lp *p)
+{
+    uint32_t ctx = p->ctx;
+    if (p->native_ctx && (uint64_t) p->native_ctx * p->parallel < ctx)
+        ctx = p->native_ctx * p->parallel; /* the engine caps a slot at the training context */
+    size_one(p->gguf, ctx, p->parallel, &p->weight_bytes, &p->kv_bytes, &p->compute_bytes);
+    if (p->draft)
+        size_one(p->draft, ctx, p->parallel, &p->weight_bytes, &p->kv_bytes, &p->compute_bytes);
+    struct stat st;
+    if (p->mmproj && stat(p->mmproj, &st) == 0)
+        p->weight_bytes += (uint64_t) st.st_size;
+    p->bytes = p->weight_bytes + p->kv_bytes + p->compute_bytes;
+}
+
+/* A process that holds memory now (unloading ones are about to give theirs back). */
+static bool lp_resident(const struct lp *p)
+{
+    if (p->unloading)
+        return false;
+    enum qr_llama_proc_state st = qr_llama_proc_state(p->proc);
+    return st != QR_LLAMA_PROC_IDLE && st != QR_LLAMA_PROC_EXITED && st != QR_LLAMA_PROC_FAILED;
+}
+
+/* Unload least recently used idle processes until need more bytes fit the budget. */
+static enum qr_err make_room(struct llamacpp *a, const struct lp *np, struct qr_api_error *err)
+{
+    uint64_t budget = a->o.memory_budget;
+    if (!budget)
+        return QR_OK;
+    if (np->bytes > budget)
+        return qr_api_error_set(
+            err, QR_ERR_TOO_LARGE, 507, "insufficient_memory", "model",
+            "model '%s' needs %llu bytes (weights %llu + KV %llu + compute "
+            "%llu) but the llama.cpp memory budget is %llu bytes",
+            np->id, (unsigned long long) np->bytes, (unsigned long long) np->weight_bytes,
+            (unsigned long long) np->kv_bytes, (unsigned long long) np->compute_bytes,
+            (unsigned long long) budget);
+    for (;;) {
+        uint64_t used = 0;
+        struct lp *victim = NULL;
+        for (struct lp *p = a->procs; p; p = p->next) {
+            if (!lp_resident(p))
+                continue;
+            used += p->bytes;
+            if (lp_idle(p) && (!victim || p->last_used_ms < victim->last_used_ms))
+                victim = p;
+        }
+        if (used + np->bytes <= budget)
+            return QR_OK;
+        if (!victim) {
+            char busy[256] = "";
+            size_t o = 0;
+            for (struct lp *p = a->procs; p && o < sizeof busy - 1; p = p->next) {
+                if (lp_resident(p))
+                    o += (size_t) snprintf(busy + o, sizeof busy - o, "%s'%s' %llu", o ? ", " : "",
+                                           p->id, (unsigned long long) p->bytes);
+                if (o >= sizeof busy)
+                    o = sizeof busy - 1;
+            }
+            return qr_api_error_set(err, QR_ERR_BUSY, 503, "insufficient_memory", "model",
+                                    "model '%s' needs %llu bytes but only %llu of the llama.cpp "
+                                    "memory budget of %llu bytes are free; busy models hold the "
+                                    "rest (%s)",
+                                    np->id, (unsigned long long) np->bytes,
+                                    (unsigned long long) (used < budget ? budget - used : 0),
+                                    (unsigned long long) budget, busy);
+        }
+        QR_LOG(QR_LOG_INFO, "llama.cpp memory budget: unloading the least recently used model",
+               QR_LF_S("model", victim->id), QR_LF_S("for", np->id),
+               QR_LF_N("bytes", victim->bytes));
+        lp_unload(victim);
+    }
+}
+
+/* ---- finding and loading a process ---- */
+
+static bool lp_matches(const struct lp *p, const struct qr_llamacpp_model *m)
+{
+    return !p->unloading && str_eq(p->id, m->id) && str_eq(p->gguf, m->gguf_path) &&
+           str_eq(p->draft, m->draft_path) && str_eq(p->spec, m->spec_type) &&
+           str_eq(p->mmproj, m->mmproj) && p->mode == m->mode;
+}
+
+static struct lp *lp_find(struct llamacpp *a, const struct qr_llamacpp_model *m)
+{
+    for (struct lp *p = a->procs; p; p = p->next) {
+        if (lp_matches(p, m))
+            return p;
+    }
+    return NULL;
+}
+
+static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
+                          struct qr_api_error *err, struct lp **out)
+{
+    struct lp *p = calloc(1, sizeof *p);
+    if (!p)
+        abort();
+    p->a = a;
+    p->id = dup_or_null(m->id);
+    p->gguf = dup_or_null(m->gguf_path);
+    p->draft = dup_or_null(m->draft_path);
+    p->spec = dup_or_null(m->spec_type);
+    p->mmproj = dup_or_null(m->mmproj);
+    p->mode = m->mode;
+    p->native_ctx = m->native_ctx;
+    p->ctx = a->o.ctx;
+    p->parallel = a->o.parallel;
+    p->threads = a->o.threads;
+    p->keep_ms = a->o.idle_ttl_ms;
+    p->load_ms = -1;
+    p->idle_timer = evtimer_new(a->base.env.base, on_idle, p);
+    p->reap_timer = evtimer_new(a->base.env.base, on_reap, p);
+    if (!p->idle_timer || !p->reap_timer)
+        abort();
+    lp_size(p);
+    struct qr_llama_proc_opts po = {
+        .name = p->id,
+        .engine_path = a->engine.path,
+        .plan = {.model_path = p->gguf,
+                 .alias = p->id,
+                 .ctx = p->ctx,
+                 .parallel = p->parallel,
+                 .threads = p->threads,
+                 .threads_batch = p->threads,
+                 .embeddings = p->mode == QR_LLAMACPP_EMBED,
+                 .rerank = p->mode == QR_LLAMACPP_RERANK,
+                 .draft_model = p->draft,
+                 .spec_type = p->spec,
+                 .mmproj = p->mmproj},
+        .restart = a->o.restart,
+        .load_timeout_ms = a->o.load_timeout_ms,
+        .stop_grace_ms = STOP_GRACE_MS,
+        .on_state = on_proc_state,
+        .arg = p,
+    };
+    struct qr_diag d = {{0}};
+    enum qr_err e = qr_llama_proc_new(a->sup, &po, &d, &p->proc);
+    if (e) {
+        qr_api_error_set(err, e, 500, "model_load_failed", "model", "cannot load model '%s': %s",
+                         p->id, d.msg);
+        goto fail;
+    }
+    e = make_room(a, p, err);
+    if (e)
+        goto fail;
+    p->loaded_at_ms = wall_ms();
+    p->last_used_ms = p->loaded_at_ms;
+    p->next = a->procs;
+    a->procs = p;
+    e = qr_llama_proc_start(p->proc, &d);
+    if (e) {
+        a->procs = p->next;
+        qr_api_error_set(err, e, 503, "model_load_failed", "model", "cannot load model '%s': %s",
+                         p->id, d.msg);
+        goto fail;
+    }
+    QR_LOG(QR_LOG_INFO, "llama.cpp loading model", QR_LF_S("model", p->id),
+           QR_LF_S("gguf", p->gguf), QR_LF_N("bytes", p->bytes), QR_LF_N("ctx", p->ctx),
+           QR_LF_N("parallel", p->parallel));
+    *out = p;
+    return QR_OK;
+fail:
+    qr_llama_proc_free(p->proc);
+    event_free(p->idle_timer);
+    event_free(p->reap_timer);
+    free(p->id);
+    free(p->gguf);
+    free(p->draft);
+    free(p->spec);
+    free(p->mmproj);
+    free(p);
+    return e;
+}
+
+/* ---- the custom job handle ---- */
+
+static void ljob_cancel(void *impl)
+{
+    struct ljob *j = impl;
+    if (j->inner) {
+        qr_job_cancel(j->inner); /* closes the stream: the engine frees the slot */
+        j->inner = NULL;
+    }
+    ljob_end(j);
+}
+
+static void ljob_pause(void *impl, bool paused)
+{
+    struct ljob *j = impl;
+    j->paused = paused;
+    if (j->inner) {
+        if (paused)
+            qr_job_pause(j->inner);
+        else
+            qr_job_resume(j->inner);
+    }
+}
+
+static const struct qr_job_ops ljob_ops = {.cancel = ljob_cancel, .pause = ljob_pause};
+
+/* ---- vtable ---- */
+
+static enum qr_err check_model(const struct qr_llamacpp_model *m, struct qr_slice name,
+                               struct qr_api_error *err)
+{
+    if (!m->id || !m->id[0] || strlen(m->id) > MAX_MODEL_ID || !m->gguf_path || !m->gguf_path[0] ||
+        strlen(m->gguf_path) > MAX_PATH_ARG)
+        return qr_api_error_set(err, QR_ERR_INTERNAL, 500, "internal_error", "model",
+                                "the model resolver gave no usable id or file for '%.*s'",
+                                (int) name.len, name.ptr);
+    return QR_OK;
+}
+
+static enum qr_err check_op(const struct qr_request *req, const struct qr_llamacpp_model *m,
+                            struct qr_api_error *err)
+{
+    bool embed = req->op == QR_OP_EMBED;
+    if (m->mode == QR_LLAMACPP_CHAT && !embed)
+        return QR_OK;
+    if (m->mode == QR_LLAMACPP_EMBED && embed)
+        return QR_OK;
+    return qr_api_error_set(err, QR_ERR_INVALID, 400, "capability_unsupported", "model",
+                            "model '%s' is a %s model: it does not serve %s requests", m->id,
+                            qr_llamacpp_mode_str(m->mode), embed ? "embeddings" : "generation");
+}
+
+static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                             void *arg, struct qr_job **out, struct qr_api_error *err)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    if (!a->configured || !a->engine_ok)
+        return qr_api_error_set(err, QR_ERR_UNAVAILABLE, 503, "backend_unavailable", "",
+                                "the llama.cpp backend is not available: %s",
+                                a->configured ? a->engine_err : "not configured");
+    struct qr_llamacpp_model m = {0};
+    struct qr_diag d = {{0}};
+    enum qr_err e = a->o.resolve(a->o.resolver_arg, req->model, &m, &d);
+    if (e)
+        return qr_api_error_set(err, QR_ERR_NOT_FOUND, 404, "model_not_found", "model",
+                                "model '%.*s' not found%s%s", (int) req->model.len, req->model.ptr,
+                                d.msg[0] ? ": " : "", d.msg);
+    if ((e = check_model(&m, req->model, err)) || (e = check_op(req, &m, err)))
+        return e;
+    struct lp *p = lp_find(a, &m);
+    enum qr_llama_proc_state st = p ? qr_llama_proc_state(p->proc) : QR_LLAMA_PROC_IDLE;
+    if (p && st == QR_LLAMA_PROC_FAILED)
+        return qr_api_error_set(err, QR_ERR_UNAVAILABLE, 503, "model_failed", "model",
+                                "model '%s' is marked failed (unload it to retry): %s", p->id,
+                                p->reason);
+    if (p && st != QR_LLAMA_PROC_READY && p->queue.n >= a->o.max_queue)
+        return qr_api_error_set(err, QR_ERR_BUSY, 503, "queue_full", "model",
+                                "model '%s' is loading and %u requests already wait for it", p->id,
+                                p->queue.n);
+    if (!p && (e = lp_new(a, &m, err, &p)))
+        return e;
+    struct ljob *j = calloc(1, sizeof *j);
+    if (!j)
+        abort();
+    j->p = p;
+    j->fn = fn;
+    j->arg = arg;
+    j->req = *req;
+    if (req->op != QR_OP_EMBED) {
+        /* the engine cancels only a streamed request on disconnect; bound every generation */
+        j->req.stream = true;
+        j->req.stream_set = true;
+        if (!j->req.max_tokens.set || j->req.max_tokens.v <= 0) {
+            j->req.max_tokens.set = true;
+            j->req.max_tokens.v =
+                a->o.max_tokens > 0 ? a->o.max_tokens : (int64_t) (p->ctx / p->parallel);
+        }
+    }
+    j->handle = qr_job_new_custom(&ljob_ops, j);
+    if (!j->handle)
+        abort();
+    if (req->keep_alive.set)
+        p->keep_ms = req->keep_alive.forever ? -1 : req->keep_alive.ms;
+    p->unload_when_idle = false;
+    lp_busy(p);
+    if (qr_llama_proc_state(p->proc) == QR_LLAMA_PROC_READY) {
+        if ((e = ljob_start(j, err))) {
+            qr_job_free_custom(j->handle);
+            free(j);
+            lp_maybe_idle(p);
+            return e;
+        }
+        jl_push(&p->running, j);
+        j->running = true;
+    } else {
+        jl_push(&p->queue, j);
+    }
+    *out = j->handle;
+    return QR_OK;
+}
+
+static enum qr_err ll_open(struct qr_backend *b, struct qr_diag *diag)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    snprintf(a->engine_err, sizeof a->engine_err, "not configured");
+    return qr_llama_sup_new(b->env.base, b->env.http, diag, &a->sup);
+}
+
+static void later_cancel_all(struct llamacpp *a);
+
+static void ll_close(struct qr_backend *b)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    later_cancel_all(a);
+    while (a->procs) {
+        struct lp *p = a->procs;
+        /* no events after the backend is freed: the callers' handles die with it */
+        while (p->queue.head || p->running.head) {
+            struct ljob *j = p->queue.head ? p->queue.head : p->running.head;
+            if (j->inner)
+                qr_job_cancel(j->inner);
+            j->inner = NULL;
+            jl_unlink(j->running ? &p->running : &p->queue, j);
+            ljob_free(j);
+        }
+        lp_destroy(p);
+    }
+    qr_llama_sup_free(a->sup);
+    free(a->engine_path);
+    free(a->prefix);
+}
+
+enum qr_err qr_llamacpp_configure(struct qr_backend *b, const struct qr_llamacpp_options *o,
+                                  struct qr_diag *diag)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    if (b->vt != &qr_backend_llamacpp)
+        return qr_diag_set(diag, QR_ERR_INTERNAL, "not a llama.cpp backend");
+    if (!o->resolve)
+        return qr_diag_set(diag, QR_ERR_CONFIG, "llama.cpp backend: no model resolver");
+    free(a->engine_path);
+    free(a->prefix);
+    a->o = *o;
+    a->engine_path = dup_or_null(o->engine_path);
+    a->prefix = dup_or_null(o->prefix);
+    a->o.engine_path = a->engine_path;
+    a->o.prefix = a->prefix;
+    if (a->o.idle_ttl_ms == 0)
+        a->o.idle_ttl_ms = DEFAULT_TTL_MS;
+    if (a->o.idle_ttl_ms < 0)
+        a->o.idle_ttl_ms = -1;
+    if (!a->o.ctx)
+        a->o.ctx = DEFAULT_CTX;
+    if (!a->o.parallel)
+        a->o.parallel = 1;
+    if (!a->o.load_timeout_ms)
+        a->o.load_timeout_ms = DEFAULT_LOAD_MS;
+    if (!a->o.max_queue)
+        a->o.max_queue = DEFAULT_QUEUE;
+    if (!a->o.crash_grace_ms)
+        a->o.crash_grace_ms = DEFAULT_GRACE_MS;
+    a->configured = true;
+    a->engine_ok = false;
+    struct qr_diag d = {{0}};
+    enum qr_err e = qr_llama_engine_find(a->engine_path, a->prefix, &d, &a->engine);
+    if (!e)
+        e = qr_llama_engine_probe(&a->engine, PROBE_TIMEOUT_MS, &d);
+    b->state = e ? QR_BACKEND_UNAVAILABLE : QR_BACKEND_READY;
+    b->state_since_ms = wall_ms();
+    if (e) {
+        snprintf(a->engine_err, sizeof a->engine_err, "%s", d.msg);
+        return qr_diag_set(diag, e, "%s", d.msg);
+    }
+    a->engine_ok = true;
+    a->engine_err[0] = '\0';
+    QR_LOG(QR_LOG_INFO, "llama.cpp engine found", QR_LF_S("path", a->engine.path),
+           QR_LF_S("source", qr_llama_engine_source_str(a->engine.source)),
+           QR_LF_S("version", a->engine.version), QR_LF_N("build", a->engine.build));
+    return QR_OK;
+}
+
+const struct qr_llama_engine *qr_llamacpp_engine(const struct qr_backend *b)
+{
+    const struct llamacpp *a = (const struct llamacpp *) b;
+    return a->engine_ok ? &a->engine : NULL;
+}
+
+/* ---- probe and model list: answered later on the loop ---- */
+
+struct later {
+    struct llamacpp *a;
+    struct later *next;
+    struct event *ev;
+    qr_backend_probe_fn probe_cb;
+    qr_models_fn models_cb;
+    void *arg;
+};
+
+struct model_rows {
+    struct qr_backend_model *rows;
+    size_t n, cap;
+    char **owned;
+    size_t n_owned;
+};
+
+static const char *keep_str(struct model_rows *r, const char *s)
+{
+    char *d = strdup(s ? s : "");
+    char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
+    if (!d || !o)
+        abort();
+    r->owned = o;
+    r->owned[r->n_owned++] = d;
+    return d;
+}
+
+static void add_row(void *ctx, const struct qr_llamacpp_model *m)
+{
+    struct model_rows *r = ctx;
+    if (!m->id || !m->id[0])
+        return;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        struct qr_backend_model *nr = realloc(r->rows, cap * sizeof *nr);
+        if (!nr)
+            abort();
+        r->rows = nr;
+        r->cap = cap;
+    }
+    struct stat st;
+    r->rows[r->n++] = (struct qr_backend_model){
+        .id = keep_str(r, m->id),
+        .owned_by = "llama.cpp",
+        .size_bytes = m->gguf_path && stat(m->gguf_path, &st) == 0 ? (int64_t) st.st_size : -1,
+        .digest = "",
+        .family = "",
+        .context_length = m->native_ctx ? (int64_t) m->native_ctx : -1,
+    };
+}
+
+static void later_unlink(struct later *l)
+{
+    for (struct later **pp = &l->a->laters; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            return;
+        }
+    }
+}
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+    struct later *l = arg;
+    struct llamacpp *a = l->a;
+    struct qr_diag d = {{0}};
+    later_unlink(l);
+    event_free(l->ev);
+    if (l->probe_cb) {
+        enum qr_err e = QR_OK;
+        if (!a->engine_ok)
+            e = qr_diag_set(&d, QR_ERR_UNAVAILABLE, "llama.cpp engine unavailable: %s",
+                            a->engine_err);
+        l->probe_cb(&a->base, e, &d, l->arg);
+    } else {
+        struct model_rows r = {0};
+        if (a->o.list)
+            a->o.list(a->o.resolver_arg, add_row, &r);
+        for (struct lp *p = a->procs; p; p = p->next) { /* loaded ones the list lacks */
+            bool found = false;
+            for (size_t i = 0; i < r.n && !found; i++)
+                found = strcmp(r.rows[i].id, p->id) == 0;
+            if (!found && !p->unloading)
+                add_row(&r, &(struct qr_llamacpp_model){
+                                .id = p->id, .gguf_path = p->gguf, .native_ctx = p->native_ctx});
+        }
+        l->models_cb(&a->base, QR_OK, r.rows, r.n, &d, l->arg);
+        for (size_t i = 0; i < r.n_owned; i++)
+            free(r.owned[i]);
+        free(r.owned);
+        free(r.rows);
+    }
+    free(l);
+}
+
+static enum qr_err later(struct llamacpp *a, qr_backend_probe_fn pcb, qr_models_fn mcb, void *arg)
+{
+    struct later *l = calloc(1, sizeof *l);
+    if (!l)
+        return QR_ERR_NOMEM;
+    *l = (struct later){.a = a, .probe_cb = pcb, .models_cb = mcb, .arg = arg};
+    l->ev = evtimer_new(a->base.env.base, on_later, l);
+    if (!l->ev) {
+        free(l);
+        return QR_ERR_NOMEM;
+    }
+    struct timeval tv = {0, 0};
+    evtimer_add(l->ev, &tv);
+    l->next = a->laters;
+    a->laters = l;
+    return QR_OK;
+}
+
+/* Backend free: every answer not delivered yet is delivered as cancelled. */
+static void later_cancel_all(struct llamacpp *a)
+{
+    struct qr_diag d;
+    qr_diag_set(&d, QR_ERR_CANCELLED, "the runtime is shutting down");
+    while (a->laters) {
+        struct later *l = a->laters;
+        a->laters = l->next;
+        event_free(l->ev);
+        if (l->probe_cb)
+            l->probe_cb(&a->base, QR_ERR_CANCELLED, &d, l->arg);
+        else
+            l->models_cb(&a->base, QR_ERR_CANCELLED, NULL, 0, &d, l->arg);
+        free(l);
+    }
+}
+
+static enum qr_err ll_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backend_probe_fn cb,
+                            void *arg)
+{
+    return later((struct llamacpp *) b, cb, NULL, arg);
+}
+
+static enum qr_err ll_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
+                                  void *arg)
+{
+    return later((struct llamacpp *) b, NULL, cb, arg);
+}
+
+/* ---- descriptor ---- */
+
+void qr_llamacpp_descriptor(const struct qr_backend *b, struct qr_cap_descriptor *d)
+{
+    const struct llamacpp *a = (const struct llamacpp *) b;
+    /* What the packaged engine does through this adapter (llamacpp.md Q2/Q4): conditional where
+     * the model decides (its template, its file, a declared projector or draft), unsupported
+     * where the adapter passes no knob yet (expert/KV placement), unknown where nothing was
+     * verified. */
+    static const struct {
+        enum qr_cap_key key;
+        enum qr_cap_state state;
+    } rows[] = {
+        {QR_CAP_INFERENCE_TEXT, QR_CAP_CONDITIONAL}, /* not for embed/rerank artifacts */
+        {QR_CAP_ARCH_DENSE, QR_CAP_SUPPORTED},
+        {QR_CAP_ARCH_MOE, QR_CAP_SUPPORTED},
+        {QR_CAP_MOE_EXPERT_OFFLOAD, QR_CAP_UNSUPPORTED},
+        {QR_CAP_MOE_EXPERT_PARALLEL, QR_CAP_UNSUPPORTED},
+        {QR_CAP_SPEC_MTP, QR_CAP_UNKNOWN},
+        {QR_CAP_SPEC_DRAFT_MODEL, QR_CAP_CONDITIONAL},
+        {QR_CAP_CACHE_KV_OFFLOAD, QR_CAP_UNSUPPORTED},
+        {QR_CAP_CACHE_PROMPT_CACHE, QR_CAP_SUPPORTED},
+        {QR_CAP_VISION, QR_CAP_CONDITIONAL},
+        {QR_CAP_AUDIO, QR_CAP_CONDITIONAL},
+        {QR_CAP_EMBEDDINGS, QR_CAP_CONDITIONAL},
+        {QR_CAP_RERANKING, QR_CAP_CONDITIONAL},
+        {QR_CAP_REASONING_CONTROL, QR_CAP_CONDITIONAL},
+        {QR_CAP_TOOLS_CALLING, QR_CAP_CONDITIONAL},
+        {QR_CAP_TOOLS_STREAMING, QR_CAP_CONDITIONAL},
+        {QR_CAP_STRUCTURED_OUTPUT, QR_CAP_CONDITIONAL},
+        {QR_CAP_STREAM_CONTENT, QR_CAP_SUPPORTED},
+        {QR_CAP_STREAM_REASONING, QR_CAP_CONDITIONAL},
+        {QR_CAP_STREAM_TOOL_ARGS, QR_CAP_CONDITIONAL},
+        {QR_CAP_PLACE_CPU, QR_CAP_SUPPORTED},
+        {QR_CAP_PLACE_GPU, QR_CAP_UNKNOWN},
+        {QR_CAP_PLACE_HYBRID, QR_CAP_UNKNOWN},
+        {QR_CAP_CONTEXT_OVERRIDE, QR_CAP_SUPPORTED}, /* -c from the plan */
+    };
+    memset(d, 0, sizeof *d);
+    snprintf(d->id, sizeof d->id, "%s", qr_backend_llamacpp.id);
+    d->kind = QR_CAP_KIND_LLAMACPP;
+    snprintf(d->adapter_version, sizeof d->adapter_version, "%s", QR_VERSION);
+    d->execution_mode = QR_CAP_EXEC_PROCESS;
+    d->state = !a->configured ? QR_CAP_BACKEND_UNKNOWN
+               : a->engine_ok ? QR_CAP_BACKEND_READY
+                              : QR_CAP_BACKEND_UNAVAILABLE;
+    for (size_t i = 0; i < QR_ARRAY_LEN(rows); i++)
+        d->caps[rows[i].key] = rows[i].state;
+    snprintf(d->formats[0], sizeof d->formats[0], "gguf");
+    d->n_formats = 1;
+    d->caps[QR_CAP_QUANT_FORMATS] = QR_CAP_CONDITIONAL;
+    d->backend_managed = false; /* the Runtime sets the context (-c) */
+    d->override_verified = false;
+}
+
+/* qr_backend_describe wrote the common members; add the rest of the descriptor. */
+static void ll_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
+{
+    struct qr_cap_descriptor d;
+    qr_llamacpp_descriptor(b, &d);
+    yyjson_mut_val *tmp = yyjson_mut_obj(doc);
+    if (!tmp || qr_cap_descriptor_add(&d, doc, tmp))
+        return;
+    static const char *const take[] = {"execution_mode", "capabilities"};
+    for (size_t i = 0; i < QR_ARRAY_LEN(take); i++) {
+        yyjson_mut_val *v = yyjson_mut_obj_remove_key(tmp, take[i]);
+        if (v)
+            yyjson_mut_obj_add_val(doc, obj, take[i], v);
+    }
+}
+
+/* ---- loaded processes ---- */
+
+static int port_of(const char *url)
+{
+    const char *c = strrchr(url, ':');
+    return c && c[1] >= '0' && c[1] <= '9' ? atoi(c + 1) : 0;
+}
+
+static void fill_loaded(const struct lp *p, struct qr_llamacpp_loaded *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->model, sizeof r->model, "%s", p->id);
+    snprintf(r->gguf_path, sizeof r->gguf_path, "%s", p->gguf);
+    r->mode = p->mode;
+    r->state = qr_llama_proc_state(p->proc);
+    r->pid = qr_llama_proc_pid(p->proc);
+    r->port = port_of(qr_llama_proc_base_url(p->proc));
+    r->ctx = p->ctx;
+    r->parallel = p->parallel;
+    r->bytes = p->bytes;
+    r->weight_bytes = p->weight_bytes;
+    r->kv_bytes = p->kv_bytes;
+    r->compute_bytes = p->compute_bytes;
+    r->in_flight = p->running.n;
+    r->queued = p->queue.n;
+    r->loaded_at_ms = p->loaded_at_ms;
+    r->load_ms = p->load_ms;
+    r->last_used_ms = p->last_used_ms;
+    r->expires_at_ms = p->expires_at_ms;
+    r->crashes = p->crashes;
+    snprintf(r->reason, sizeof r->reason, "%s", p->reason);
+}
+
+size_t qr_llamacpp_loaded_list(struct qr_backend *b, struct qr_llamacpp_loaded *out, size_t cap)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    size_t n = 0;
+    for (struct lp *p = a->procs; p; p = p->next) {
+        if (n < cap)
+            fill_loaded(p, &out[n]);
+        n++;
+    }
+    return n;
+}
+
+enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *arr)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    struct qr_llamacpp_loaded r;
+    for (struct lp *p = a->procs; p; p = p->next) {
+        fill_loaded(p, &r);
+        yyjson_mut_val *o = yyjson_mut_obj(doc);
+        bool ok = o && yyjson_mut_arr_append(arr, o);
+        ok = ok && yyjson_mut_obj_add_strcpy(doc, o, "model", r.model) &&
+             yyjson_mut_obj_add_strcpy(doc, o, "gguf", r.gguf_path) &&
+             yyjson_mut_obj_add_str(doc, o, "mode", qr_llamacpp_mode_str(r.mode)) &&
+             yyjson_mut_obj_add_str(doc, o, "state", qr_llama_proc_state_str(r.state)) &&
+             yyjson_mut_obj_add_sint(doc, o, "pid", r.pid) &&
+             yyjson_mut_obj_add_int(doc, o, "port", r.port) &&
+             yyjson_mut_obj_add_uint(doc, o, "ctx", r.ctx) &&
+             yyjson_mut_obj_add_uint(doc, o, "parallel", r.parallel) &&
+             yyjson_mut_obj_add_uint(doc, o, "bytes", r.bytes) &&
+             yyjson_mut_obj_add_uint(doc, o, "weight_bytes", r.weight_bytes) &&
+             yyjson_mut_obj_add_uint(doc, o, "kv_bytes", r.kv_bytes) &&
+             yyjson_mut_obj_add_uint(doc, o, "compute_bytes", r.compute_bytes) &&
+             yyjson_mut_obj_add_uint(doc, o, "in_flight", r.in_flight) &&
+             yyjson_mut_obj_add_uint(doc, o, "queued", r.queued) &&
+             yyjson_mut_obj_add_sint(doc, o, "loaded_at_ms", r.loaded_at_ms) &&
+             yyjson_mut_obj_add_sint(doc, o, "load_ms", r.load_ms) &&
+             yyjson_mut_obj_add_sint(doc, o, "last_used_ms", r.last_used_ms) &&
+             yyjson_mut_obj_add_sint(doc, o, "expires_at_ms", r.expires_at_ms) &&
+             yyjson_mut_obj_add_uint(doc, o, "crashes", r.crashes) &&
+             yyjson_mut_obj_add_strcpy(doc, o, "reason", r.reason);
+        if (!ok)
+            return QR_ERR_NOMEM;
+    }
+    return QR_OK;
+}
+
+static struct lp *find_loaded(struct llamacpp *a, const char *id)
+{
+    for (struct lp *p = a->procs; p; p = p->next) {
+        if (!p->unloading && strcmp(p->id, id) == 0)
+            return p;
+    }
+    if (!a->configured || !a->o.resolve)
+        return NULL;
+    struct qr_llamacpp_model m = {0};
+    struct qr_diag d = {{0}};
+    if (a->o.resolve(a->o.resolver_arg, qr_slice_str(id), &m, &d) || !m.id)
+        return NULL;
+    for (struct lp *p = a->procs; p; p = p->next) {
+        if (!p->unloading && strcmp(p->id, m.id) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+enum qr_err qr_llamacpp_unload(struct qr_backend *b, const char *id, bool *out_deferred,
+                               struct qr_diag *diag)
+{
+    struct llamacpp *a = (struct llamacpp *) b;
+    struct lp *p = find_loaded(a, id);
+    if (out_deferred)
+        *out_deferred = false;
+    if (!p)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "model '%s' is not loaded", id);
+    if (!lp_idle(p)) {
+        p->unload_when_idle = true;
+        if (out_deferred)
+            *out_deferred = true;
+        return QR_OK;
+    }
+    lp_unload(p);
+    return QR_OK;
+}
+
+struct qr_llama_proc *qr_llamacpp_find_proc(struct qr_backend *b, const char *id)
+{
+    struct lp *p = find_loaded((struct llamacpp *) b, id);
+    return p ? p->proc : NULL;
+}
+
+const struct qr_backend_vtable qr_backend_llamacpp = {
+    .version = QR_BACKEND_VTABLE_V1,
+    .id = "llama.cpp",
+    .kind = "llama.cpp",
+    .instance_size = sizeof(struct llamacpp),
+    .open = ll_open,
+    .close = ll_close,
+    .describe = ll_describe,
+    .probe = ll_probe,
+    .proxy = NULL,
+    .submit = ll_submit,
+    .list_models = ll_list_models,
+};
