@@ -507,7 +507,7 @@ static enum qr_err read_layer_types(struct ctx *c, const char *pfx, const char *
 static enum qr_err read_period(struct ctx *c, const char *pfx, const char *path, yyjson_val *v,
                                uint8_t **out, size_t *n_out)
 {
-    uint32_t period, layers;
+    uint32_t period = 0, layers = 0;
     enum qr_err err;
     *out = NULL;
     if ((err = read_u32(c, pfx, path, v, &period)) || (err = n_layers(c, &layers)))
