@@ -74,6 +74,7 @@ bench: setup release
 	@mkdir -p build/bench
 	build/release/bench/codec_bench --json build/bench/codec.json
 	build/release/bench/gguf_bench --json build/bench/gguf.json --peer scripts/engine-exec build/release/bench/ggml_peer
+	build/release/bench/router_bench --json build/bench/router.json
 
 FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
