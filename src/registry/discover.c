@@ -410,9 +410,9 @@ static void put_contract(yyjson_mut_doc *doc, yyjson_mut_val *md, const struct q
     yyjson_mut_val *mo = yyjson_mut_obj_add_obj(doc, c, "modalities");
     yyjson_mut_arr_add_str(doc, yyjson_mut_obj_add_arr(doc, mo, "input"), "text");
     yyjson_mut_arr_add_str(doc, yyjson_mut_obj_add_arr(doc, mo, "output"),
-                           caps & QR_CAP_RERANKING    ? "score"
-                           : caps & QR_CAP_EMBEDDINGS ? "embedding"
-                                                      : "text");
+                           caps & QR_MANIFEST_CAP_RERANKING    ? "score"
+                           : caps & QR_MANIFEST_CAP_EMBEDDINGS ? "embedding"
+                                                               : "text");
     if (a->nextn_predict_layers.known && a->nextn_predict_layers.v <= 64) {
         yyjson_mut_val *sp = yyjson_mut_obj_add_obj(doc, c, "speculative");
         yyjson_mut_obj_add_bool(doc, sp, "mtp", a->nextn_predict_layers.v > 0);
@@ -433,16 +433,16 @@ static unsigned caps_of(const struct qr_arch *a)
     const char *pool = a->pooling_type.known ? qr_arch_pooling_name(a->pooling_type.v) : NULL;
     unsigned caps = 0;
     if (pool && !strcmp(pool, "rank"))
-        caps |= QR_CAP_RERANKING;
+        caps |= QR_MANIFEST_CAP_RERANKING;
     else if (pool && strcmp(pool, "none") != 0)
-        caps |= QR_CAP_EMBEDDINGS;
+        caps |= QR_MANIFEST_CAP_EMBEDDINGS;
     else
-        caps |= QR_CAP_TEXT;
-    if ((caps & QR_CAP_TEXT) && a->chat_template_known) {
+        caps |= QR_MANIFEST_CAP_TEXT;
+    if ((caps & QR_MANIFEST_CAP_TEXT) && a->chat_template_known) {
         if (a->chat_template_markers & QR_ARCH_TPL_HERMES_TOOLS)
-            caps |= QR_CAP_TOOLS;
+            caps |= QR_MANIFEST_CAP_TOOLS;
         if (a->chat_template_markers & QR_ARCH_TPL_THINK)
-            caps |= QR_CAP_THINKING;
+            caps |= QR_MANIFEST_CAP_THINKING;
     }
     return caps;
 }
@@ -526,8 +526,9 @@ static char *gguf_manifest(const struct qr_gguf *g, const struct qr_arch *a, con
     yyjson_mut_val *cv = yyjson_mut_obj_add_obj(doc, root, "capabilities");
     for (unsigned i = 0; i < QR_CAP_COUNT; i++) {
         unsigned bit = 1u << i;
-        bool required = !(bit & (QR_CAP_RERANKING | QR_CAP_TOOL_STREAMING |
-                                 QR_CAP_REASONING_CONTROL | QR_CAP_STRUCTURED_OUTPUT));
+        bool required =
+            !(bit & (QR_MANIFEST_CAP_RERANKING | QR_MANIFEST_CAP_TOOL_STREAMING |
+                     QR_MANIFEST_CAP_REASONING_CONTROL | QR_MANIFEST_CAP_STRUCTURED_OUTPUT));
         if (required || (caps & bit))
             yyjson_mut_obj_add_bool(doc, cv, qr_manifest_cap_key(bit), (caps & bit) != 0);
     }

@@ -27,16 +27,16 @@
 /* Capability booleans of the manifest, as bits; qr_manifest_cap_name gives the hyphenated name
  * the `/v1/models` list uses. The bit order is the alphabetical order of those names. */
 enum qr_manifest_cap {
-    QR_CAP_AUDIO = 1u << 0,
-    QR_CAP_EMBEDDINGS = 1u << 1,
-    QR_CAP_REASONING_CONTROL = 1u << 2,
-    QR_CAP_RERANKING = 1u << 3,
-    QR_CAP_STRUCTURED_OUTPUT = 1u << 4,
-    QR_CAP_TEXT = 1u << 5,
-    QR_CAP_THINKING = 1u << 6,
-    QR_CAP_TOOL_STREAMING = 1u << 7,
-    QR_CAP_TOOLS = 1u << 8,
-    QR_CAP_VISION = 1u << 9,
+    QR_MANIFEST_CAP_AUDIO = 1u << 0,
+    QR_MANIFEST_CAP_EMBEDDINGS = 1u << 1,
+    QR_MANIFEST_CAP_REASONING_CONTROL = 1u << 2,
+    QR_MANIFEST_CAP_RERANKING = 1u << 3,
+    QR_MANIFEST_CAP_STRUCTURED_OUTPUT = 1u << 4,
+    QR_MANIFEST_CAP_TEXT = 1u << 5,
+    QR_MANIFEST_CAP_THINKING = 1u << 6,
+    QR_MANIFEST_CAP_TOOL_STREAMING = 1u << 7,
+    QR_MANIFEST_CAP_TOOLS = 1u << 8,
+    QR_MANIFEST_CAP_VISION = 1u << 9,
 };
 #define QR_CAP_COUNT 10u
 

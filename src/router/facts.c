@@ -49,27 +49,28 @@ static void declared(struct qr_rf_model *out, const struct qr_manifest *mf, yyjs
 {
     struct qr_rf_claim *c = out->model;
     unsigned b = mf->caps;
-    put(c, QR_RF_TEXT, b & QR_CAP_TEXT, "manifest capabilities.text");
-    put(c, QR_RF_VISION, b & QR_CAP_VISION, "manifest capabilities.vision");
-    put(c, QR_RF_AUDIO, b & QR_CAP_AUDIO, "manifest capabilities.audio");
-    put(c, QR_RF_EMBEDDINGS, b & QR_CAP_EMBEDDINGS, "manifest capabilities.embeddings");
-    put(c, QR_RF_TOOLS, b & QR_CAP_TOOLS, "manifest capabilities.tools");
+    put(c, QR_RF_TEXT, b & QR_MANIFEST_CAP_TEXT, "manifest capabilities.text");
+    put(c, QR_RF_VISION, b & QR_MANIFEST_CAP_VISION, "manifest capabilities.vision");
+    put(c, QR_RF_AUDIO, b & QR_MANIFEST_CAP_AUDIO, "manifest capabilities.audio");
+    put(c, QR_RF_EMBEDDINGS, b & QR_MANIFEST_CAP_EMBEDDINGS, "manifest capabilities.embeddings");
+    put(c, QR_RF_TOOLS, b & QR_MANIFEST_CAP_TOOLS, "manifest capabilities.tools");
     put_bool(c, QR_RF_RERANKING, caps, "reranking", "manifest capabilities.reranking");
     put_bool(c, QR_RF_STRUCTURED, caps, "structured_output",
              "manifest capabilities.structured_output");
     /* tool streaming needs tools; absent tool_streaming says nothing unless tools is false */
-    if (!(b & QR_CAP_TOOLS)) {
+    if (!(b & QR_MANIFEST_CAP_TOOLS)) {
         put(c, QR_RF_TOOL_STREAMING, false, "manifest capabilities.tools is false");
         put(c, QR_RF_STREAM_TOOL_ARGS, false, "manifest capabilities.tools is false");
     } else if (yyjson_is_bool(yyjson_obj_get(caps, "tool_streaming"))) {
-        bool ts = b & QR_CAP_TOOL_STREAMING;
+        bool ts = b & QR_MANIFEST_CAP_TOOL_STREAMING;
         put(c, QR_RF_TOOL_STREAMING, ts, "manifest capabilities.tool_streaming");
         put(c, QR_RF_STREAM_TOOL_ARGS, ts, "manifest capabilities.tool_streaming");
     }
     /* thinking (required) or reasoning_control (optional) */
-    bool think = (b & QR_CAP_THINKING) || (b & QR_CAP_REASONING_CONTROL);
-    const char *d = (b & QR_CAP_REASONING_CONTROL) ? "manifest capabilities.reasoning_control"
-                                                   : "manifest capabilities.thinking";
+    bool think = (b & QR_MANIFEST_CAP_THINKING) || (b & QR_MANIFEST_CAP_REASONING_CONTROL);
+    const char *d = (b & QR_MANIFEST_CAP_REASONING_CONTROL)
+                        ? "manifest capabilities.reasoning_control"
+                        : "manifest capabilities.thinking";
     put(c, QR_RF_REASONING, think, d);
     put(c, QR_RF_STREAM_REASONING, think, d);
 }

@@ -220,7 +220,8 @@ static void test_dense_from_file(void **state)
     assert_string_equal(m->m->backend, "llama.cpp");
     assert_string_equal(m->m->architecture, "tinydense");
     assert_string_equal(m->m->architecture_class, "dense");
-    assert_int_equal(m->m->caps, QR_CAP_TEXT | QR_CAP_TOOLS | QR_CAP_THINKING);
+    assert_int_equal(m->m->caps,
+                     QR_MANIFEST_CAP_TEXT | QR_MANIFEST_CAP_TOOLS | QR_MANIFEST_CAP_THINKING);
     assert_int_equal(m->n_files, 1);
     assert_string_equal(m->files[0].uri, "models:My%20Model-Q4.gguf");
     char sha[72];

@@ -55,8 +55,8 @@ static void test_ember_fields(void **state)
     assert_int_equal(m->n_artifacts, 1);
     assert_string_equal(m->artifacts[0].uri, "ollama:ember-coreui:latest");
     assert_null(m->artifacts[0].sha256);
-    assert_int_equal(m->caps,
-                     QR_CAP_TEXT | QR_CAP_VISION | QR_CAP_THINKING | QR_CAP_REASONING_CONTROL);
+    assert_int_equal(m->caps, QR_MANIFEST_CAP_TEXT | QR_MANIFEST_CAP_VISION |
+                                  QR_MANIFEST_CAP_THINKING | QR_MANIFEST_CAP_REASONING_CONTROL);
     assert_string_equal(m->install, "external");
     assert_string_equal(m->architecture_class, "unknown");
     qr_manifest_free(m);
@@ -74,7 +74,7 @@ static void test_rich_parses(void **state)
     assert_string_equal(m->artifacts[0].sha256, "sha256:" HEX64);
     assert_string_equal(m->artifacts[1].ollama_tag, "rich:latest");
     assert_string_equal(m->artifacts[1].ollama_digest, "sha256:" HEX64B);
-    assert_true(m->caps & QR_CAP_TOOL_STREAMING);
+    assert_true(m->caps & QR_MANIFEST_CAP_TOOL_STREAMING);
     qr_manifest_free(m);
 }
 
@@ -378,8 +378,8 @@ static void test_cap_names(void **state)
         assert_non_null(qr_manifest_cap_key(1u << i));
     }
     assert_null(qr_manifest_cap_name(1u << QR_CAP_COUNT));
-    assert_string_equal(qr_manifest_cap_name(QR_CAP_TOOL_STREAMING), "tool-streaming");
-    assert_string_equal(qr_manifest_cap_key(QR_CAP_TOOL_STREAMING), "tool_streaming");
+    assert_string_equal(qr_manifest_cap_name(QR_MANIFEST_CAP_TOOL_STREAMING), "tool-streaming");
+    assert_string_equal(qr_manifest_cap_key(QR_MANIFEST_CAP_TOOL_STREAMING), "tool_streaming");
 }
 
 int main(void)
