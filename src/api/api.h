@@ -14,9 +14,13 @@
 struct event;
 struct event_base;
 struct qr_backend;
+struct qr_catalog;
+struct qr_cap_descriptor;
 struct qr_http_client;
 struct qr_http_req;
 struct qr_http_server;
+struct qr_route_backend;
+struct qr_router_env;
 struct yyjson_mut_doc;
 
 struct qr_app {
@@ -25,9 +29,13 @@ struct qr_app {
     int argc;                /* serve's argv, kept for SIGHUP reload (borrowed) */
     char **argv;
     char **envp;
-    struct qr_http_server *http;   /* owned */
-    struct qr_http_client *client; /* owned */
-    struct qr_backend *backend;    /* owned; NULL when none is configured */
+    struct qr_http_server *http;    /* owned */
+    struct qr_http_client *client;  /* owned */
+    struct qr_backend *backend;     /* owned; NULL when none is configured */
+    struct qr_catalog *catalog;     /* owned; rebuilt on SIGHUP (api/catalog.h) */
+    struct qr_cap_descriptor *desc; /* owned: the backend's validated v1alpha1 descriptor (its
+                                       state is refreshed from backend->state on use); NULL when
+                                       the adapter's descriptor is invalid */
     struct event *sig_term, *sig_int, *sig_hup, *shutdown_tick; /* owned */
     void *infers; /* live canonical-contract requests (infer.c), for shutdown */
     bool shutting_down;
@@ -75,6 +83,25 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
  * finish reason "cancelled" (an in-band end, never a silent close), others with 503. Returns how
  * many were ended. */
 unsigned qr_api_infer_cancel_all(struct qr_app *app);
+
+/* Runtime-native registry/router/policy routes (runtime_routes.c). */
+void qr_api_backends(struct qr_app *app, struct qr_http_req *req);
+void qr_api_route(struct qr_app *app, struct qr_http_req *req);
+void qr_api_model_policies(struct qr_app *app, struct qr_http_req *req);
+void qr_api_upstreams(struct qr_app *app, struct qr_http_req *req);
+void qr_api_deployment_profiles(struct qr_app *app, struct qr_http_req *req);
+void qr_api_admission(struct qr_app *app, struct qr_http_req *req);
+
+/* Build app->desc from the adapter's describe() (logged when invalid; app->desc stays NULL). */
+void qr_api_descriptor_init(struct qr_app *app);
+/* The configured backend's descriptor with its current state, or NULL (runtime_routes.c). */
+const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app);
+
+/* The router's inputs for the configured backend (rb: caller storage env points into). */
+void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env);
+
+/* Ask the backend for its models and join them to the registry (start-up, reload). */
+void qr_api_refresh_backend_models(struct qr_app *app);
 
 /* OpenAI routes (openai_routes.c). */
 void qr_api_openai_chat(struct qr_app *app, struct qr_http_req *req);

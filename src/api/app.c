@@ -10,6 +10,7 @@
 #include <event2/event.h>
 
 #include "api/api.h"
+#include "api/catalog.h"
 #include "backend/backend.h"
 #include "build_info.h"
 #include "core/http_client.h"
@@ -89,6 +90,15 @@ void qr_app_reload(struct qr_app *app)
         return;
     }
     apply_logging(app->cfg);
+    /* the catalog is rebuilt as a whole; the running one stays if that cannot be done */
+    struct qr_catalog *fresh = NULL;
+    if (qr_catalog_load(app->cfg, app->catalog, &fresh)) {
+        QR_LOG0(QR_LOG_ERROR, "reload: cannot rebuild the catalog, keeping the running one");
+    } else {
+        qr_catalog_free(app->catalog);
+        app->catalog = fresh;
+        qr_api_refresh_backend_models(app);
+    }
     if (warn.msg[0])
         QR_LOG(QR_LOG_WARN, "reload: these settings changed but need a restart",
                QR_LF_S("keys", warn.msg));
@@ -155,6 +165,11 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
         strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai : &qr_backend_ollama;
     if ((err = qr_backend_new(vt, &env, diag, &app->backend)))
         goto fail;
+    if ((err = qr_catalog_load(cfg, NULL, &app->catalog))) {
+        qr_diag_set(diag, err, "cannot load the model catalog");
+        goto fail;
+    }
+    qr_api_descriptor_init(app);
     if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
         goto fail;
     app->sig_term = evsignal_new(base, SIGTERM, on_signal, app);
@@ -174,6 +189,7 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
            QR_LF_B("model_mutation", cfg->allow_model_mutation),
            QR_LF_B("auth", cfg->auth_token[0] != '\0'));
     qr_backend_probe(app->backend, 3000, startup_probe_done, NULL);
+    qr_api_refresh_backend_models(app);
     return QR_OK;
 fail:
     qr_app_cleanup(app);
@@ -196,6 +212,10 @@ void qr_app_cleanup(struct qr_app *app)
     qr_backend_free(app->backend);
     if (app->client)
         qr_http_client_free(app->client);
+    qr_catalog_free(app->catalog);
+    free(app->desc);
+    app->catalog = NULL;
+    app->desc = NULL;
     app->sig_term = app->sig_int = app->sig_hup = app->shutdown_tick = NULL;
     app->http = NULL;
     app->backend = NULL;

@@ -33,6 +33,12 @@ static const struct route routes[] = {
     {"/v1/embeddings", "POST", R_OPENAI, qr_api_openai_embeddings},
     {"/v1/models", "GET", R_OPENAI, qr_api_openai_models},
     {"/v1/models/", "GET", R_OPENAI | R_PREFIX, qr_api_openai_models},
+    {"/v1/backends", "GET", 0, qr_api_backends},
+    {"/v1/route", "POST", 0, qr_api_route},
+    {"/v1/model-policies", "GET", 0, qr_api_model_policies},
+    {"/v1/upstreams", "GET", 0, qr_api_upstreams},
+    {"/v1/deployment-profiles", "GET", 0, qr_api_deployment_profiles},
+    {"/v1/admission", "POST", 0, qr_api_admission},
 };
 
 static bool route_matches(const struct route *r, const char *path)

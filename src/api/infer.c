@@ -10,14 +10,18 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "api/catalog.h"
 #include "api/codec.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
 #include "backend/backend.h"
 #include "build_info.h"
+#include "capability/capability.h"
+#include "capability/descriptor.h"
 #include "core/arena.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "router/router.h"
 
 struct infer {
     struct infer *prev, *next; /* app->infers */
@@ -273,6 +277,102 @@ static void on_drain(struct qr_http_req *req, void *arg)
     }
 }
 
+/* ---- routing (docs/API.md "Routing of inference requests") ---- */
+
+#define QR_ROUTE_MODEL_MAX 512
+
+/* 422 capability_unsupported in the client API's error shape; message names the capabilities. */
+static enum qr_err refuse_capability(struct qr_api_error *e, const char *message)
+{
+    qr_api_error_set(e, QR_ERR_INVALID, 422, "capability_unsupported", "", "%s", message);
+    return QR_ERR_INVALID;
+}
+
+/* A name the registry has no manifest for: the engine decides, as before routing existed; only a
+ * capability the backend itself declares unsupported is refused here. */
+static enum qr_err route_passthrough(struct infer *in, const char *model,
+                                     struct qr_cap_set required, struct qr_api_error *e)
+{
+    const struct qr_cap_descriptor *d = qr_api_descriptor(in->app);
+    struct qr_cap_set missing = QR_CAP_SET_EMPTY;
+    for (int k = 0; d && k < QR_CAP__COUNT; k++) {
+        if (qr_cap_set_has(required, (enum qr_cap_key) k) && d->caps[k] == QR_CAP_UNSUPPORTED)
+            qr_cap_set_add(&missing, (enum qr_cap_key) k);
+    }
+    if (!qr_cap_set_empty(missing)) {
+        enum qr_cap_key keys[QR_CAP__COUNT];
+        size_t n = qr_cap_set_sorted(missing, keys);
+        char detail[600] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < n && used < sizeof(detail); i++)
+            used += (size_t) snprintf(detail + used, sizeof(detail) - used, "%s'%s'", i ? ", " : "",
+                                      qr_cap_key_name(keys[i]));
+        char msg[1000];
+        snprintf(msg, sizeof(msg),
+                 "model '%.200s' cannot be served: backend '%s' does not support %s", model,
+                 in->app->backend->vt->id, detail);
+        return refuse_capability(e, msg);
+    }
+    qr_http_resp_header(in->req, "X-Quantum-Backend", in->app->backend->vt->id);
+    return QR_OK;
+}
+
+/* Plan the request: a model with a manifest goes through the router (capabilities, ledger,
+ * policies, context) among the configured backend(s); the chosen backend is disclosed in
+ * X-Quantum-Backend and the name the backend knows the artifact by is what it is asked for. */
+static enum qr_err route(struct infer *in, struct qr_api_error *e)
+{
+    struct qr_app *app = in->app;
+    char model[QR_ROUTE_MODEL_MAX];
+    snprintf(model, sizeof(model), "%.*s", (int) in->creq.model.len,
+             in->creq.model.ptr ? in->creq.model.ptr : "");
+    struct qr_route_query q;
+    qr_route_query_from_request(&in->creq, &q);
+    q.model = model;
+    struct qr_catalog_model cm;
+    qr_catalog_model_find(app->catalog, model, &cm);
+    if (cm.known != QR_KNOWN_MANIFEST)
+        return route_passthrough(in, model, q.required, e);
+    struct qr_route_backend rb;
+    struct qr_router_env env;
+    qr_api_route_env(app, &rb, &env);
+    struct qr_route_plan plan;
+    struct qr_diag diag = {{0}};
+    enum qr_err err = qr_router_plan(&env, &q, &plan, &diag);
+    if (err == QR_ERR_NOMEM || err == QR_ERR_TOO_LARGE) {
+        qr_route_plan_cleanup(&plan);
+        return qr_api_error_set(e, err, 500, "route_failed", "", "%s", diag.msg);
+    }
+    bool in_play = false;
+    for (size_t i = 0; i < plan.n_candidates; i++)
+        in_play |= plan.candidates[i].in_play;
+    if (plan.status == QR_ROUTE_OK) {
+        qr_http_resp_header(in->req, "X-Quantum-Backend", plan.backend_id);
+        qr_http_resp_header(in->req, "X-Quantum-Model", plan.canonical_model_id);
+        if (plan.served_name && strcmp(plan.served_name, model)) {
+            struct qr_slice served =
+                qr_arena_dup(&in->arena, plan.served_name, strlen(plan.served_name));
+            if (served.ptr)
+                in->creq.model = served;
+        }
+        err = QR_OK;
+    } else if (!in_play) {
+        /* the configured backend serves none of the model's artifacts (or is down): the name
+         * goes through as the client wrote it and the engine decides */
+        qr_route_plan_cleanup(&plan);
+        return route_passthrough(in, model, q.required, e);
+    } else {
+        qr_route_plan_message(&plan, &diag);
+        if (plan.status == QR_ROUTE_NO_COMPATIBLE)
+            err = refuse_capability(e, diag.msg);
+        else
+            err = qr_api_error_set(e, QR_ERR_INVALID, qr_route_status_http(plan.status),
+                                   qr_route_status_code(plan.status), "", "%s", diag.msg);
+    }
+    qr_route_plan_cleanup(&plan);
+    return err ? err : QR_OK;
+}
+
 static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct infer *in = arg;
@@ -307,6 +407,8 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
                          "no backend can run this request");
         goto fail;
     }
+    if (route(in, &e))
+        goto fail;
     qr_http_resp_set_drain_cb(req, on_drain, in);
     if (qr_backend_submit(b, &in->creq, on_event, in, &in->job, &e))
         goto fail;

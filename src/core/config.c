@@ -17,7 +17,7 @@
 
 #include "core/buf.h"
 
-enum type { T_STR, T_URL, T_ENUM, T_DURATION, T_BYTES, T_UINT, T_BOOL, T_PATH, T_LISTEN };
+enum type { T_STR, T_URL, T_ENUM, T_DURATION, T_BYTES, T_UINT, T_BOOL, T_PATH, T_PATHS, T_LISTEN };
 
 #define F_SECRET     1u
 #define F_RELOADABLE 2u
@@ -91,6 +91,14 @@ static const struct key_def keys[QR_CFG__COUNT] = {
     [QR_CFG_MODELS_DIR] = {"models_dir", "QUANTUM_RUNTIME_MODELS_DIR", T_PATH, OFF(models_dir),
                            NULL, 0, 0, NULL, 0,
                            "directory searched for GGUF models (default: <state_dir>/models)"},
+    [QR_CFG_REGISTRY_DIRS] = {"registry_dirs", "QUANTUM_RUNTIME_REGISTRY_DIRS", T_PATHS,
+                              OFF(registry_dirs), "", 0, 16384, NULL, F_RELOADABLE,
+                              "directories of extra model manifests (NAME.json), ':'-separated; "
+                              "policies/ and deployment-profiles/ below each add those"},
+    [QR_CFG_HASH_MODELS] = {"hash_models", "QUANTUM_RUNTIME_HASH_MODELS", T_BOOL, OFF(hash_models),
+                            "true", 0, 0, NULL, F_RELOADABLE,
+                            "sha256 every GGUF file found in models_dir (cached in "
+                            "<state_dir>/sha256-cache) so files join manifests by digest"},
     [QR_CFG_LOG_FORMAT] = {"log_format", "QUANTUM_RUNTIME_LOG_FORMAT", T_ENUM, OFF(log_format),
                            "json", 0, 0, log_format_choices, F_RELOADABLE,
                            "log lines as json or key=value text"},
@@ -330,6 +338,20 @@ static enum qr_err apply(struct qr_config *cfg, int k, const char *text, const c
         if (d->type == T_PATH && text[0] != '/')
             return qr_diag_set(diag, QR_ERR_CONFIG, "%s: '%s' is not an absolute path", who, shown);
         break;
+    case T_PATHS:
+        if (strlen(text) > d->max)
+            return qr_diag_set(diag, QR_ERR_CONFIG, "%s: value is longer than %u bytes", who,
+                               (unsigned) d->max);
+        for (const char *p = text; *p;) {
+            size_t n = strcspn(p, ":");
+            if (n && p[0] != '/')
+                return qr_diag_set(diag, QR_ERR_CONFIG, "%s: '%.*s' is not an absolute path", who,
+                                   (int) n, p);
+            p += n;
+            if (*p == ':')
+                p++;
+        }
+        break;
     case T_URL:
         if (qr_config_check_url(text, &sub))
             return qr_diag_set(diag, QR_ERR_CONFIG, "%s: '%s' is not a valid URL: %s", who, text,
@@ -487,8 +509,25 @@ static enum qr_err load_file(struct qr_config *cfg, const char *path, struct qr_
             goto done;
         }
         const char *text = NULL;
+        struct qr_buf list;
+        qr_buf_init(&list, MIB);
         if (yyjson_is_str(val)) {
             text = yyjson_get_str(val);
+        } else if (yyjson_is_arr(val) && keys[k].type == T_PATHS) {
+            /* a list key may also be a JSON array of strings */
+            size_t ai, amax;
+            yyjson_val *item;
+            yyjson_arr_foreach(val, ai, amax, item)
+            {
+                if (!yyjson_is_str(item) || strchr(yyjson_get_str(item), ':')) {
+                    qr_buf_cleanup(&list);
+                    err = qr_diag_set(diag, QR_ERR_CONFIG,
+                                      "%s: every item must be a path string without ':'", who);
+                    goto done;
+                }
+                qr_buf_appendf(&list, "%s%s", ai ? ":" : "", yyjson_get_str(item));
+            }
+            text = list.ptr ? list.ptr : "";
         } else if (yyjson_is_bool(val) && keys[k].type == T_BOOL) {
             text = yyjson_get_bool(val) ? "true" : "false";
         } else if (yyjson_is_uint(val) && (keys[k].type == T_BYTES || keys[k].type == T_UINT)) {
@@ -499,10 +538,12 @@ static enum qr_err load_file(struct qr_config *cfg, const char *path, struct qr_
                               keys[k].type == T_BOOL ? "true or false"
                               : keys[k].type == T_BYTES || keys[k].type == T_UINT
                                   ? "a whole number or a string"
-                                  : "a string");
+                              : keys[k].type == T_PATHS ? "a string or an array of strings"
+                                                        : "a string");
             goto done;
         }
         char *t = trim_dup(text);
+        qr_buf_cleanup(&list);
         err = apply(cfg, k, t, who, QR_SRC_FILE, diag);
         free(t);
         if (err)

@@ -35,6 +35,8 @@ enum qr_config_key {
     QR_CFG_AUTH_TOKEN,
     QR_CFG_STATE_DIR,
     QR_CFG_MODELS_DIR,
+    QR_CFG_REGISTRY_DIRS,
+    QR_CFG_HASH_MODELS,
     QR_CFG_LOG_FORMAT,
     QR_CFG_LOG_LEVEL,
     QR_CFG_MAX_CONNECTIONS,
@@ -65,8 +67,10 @@ struct qr_config {
     char *auth_token; /* secret: never logged or printed */
     char *state_dir;
     char *models_dir;
-    char *log_format; /* "json" | "text" */
-    char *log_level;  /* "debug" | "info" | "warn" | "error" */
+    char *registry_dirs; /* ':'-separated absolute directories of extra manifests, "" = none */
+    bool hash_models;    /* sha256 of discovered GGUF files (cached under state_dir) */
+    char *log_format;    /* "json" | "text" */
+    char *log_level;     /* "debug" | "info" | "warn" | "error" */
     uint64_t max_connections;
     uint64_t max_header_bytes;
     uint64_t header_timeout_ms;

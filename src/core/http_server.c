@@ -1054,6 +1054,11 @@ void qr_http_req_read_body(struct qr_http_req *req, size_t max, qr_http_body_fn 
         cb(req, QR_OK, arg);
         return;
     }
+    if (req->body == B_DONE && !req->started) {
+        /* read already (a route looked at it before passing the request on): deliver it again */
+        cb(req, req->body_buf.len > max ? QR_ERR_TOO_LARGE : QR_OK, arg);
+        return;
+    }
     if (req->body != B_UNREAD || req->started) {
         cb(req, QR_ERR_INTERNAL, arg);
         return;

@@ -133,7 +133,9 @@ int64_t qr_http_req_content_length(const struct qr_http_req *req);
 uint64_t qr_http_req_start_us(const struct qr_http_req *req);
 
 /* Read the whole body (up to max bytes) into memory, then call cb. Calls cb at once, with
- * QR_ERR_TOO_LARGE, when Content-Length is already above max. */
+ * QR_ERR_TOO_LARGE, when Content-Length is already above max. A body read already (and no
+ * response started) is delivered again at once, so a route may look at it and pass the request
+ * on to a handler that reads it itself. */
 void qr_http_req_read_body(struct qr_http_req *req, size_t max, qr_http_body_fn cb, void *arg);
 /* The body read by qr_http_req_read_body (borrowed). Empty before the body callback. */
 struct qr_slice qr_http_req_body(const struct qr_http_req *req);

@@ -263,6 +263,47 @@ static void test_config_file(void **state)
     }
 }
 
+/* registry_dirs: ':'-separated absolute paths in env and flags, a string or an array in a file. */
+static void test_registry_dirs(void **state)
+{
+    struct qr_config c;
+    struct qr_diag d = {{0}};
+    assert_int_equal(qr_config_load(&c, 0, NULL, no_env, &d), QR_OK);
+    assert_string_equal(c.registry_dirs, "");
+    assert_true(c.hash_models);
+    qr_config_cleanup(&c);
+
+    char *env[] = {"QUANTUM_RUNTIME_REGISTRY_DIRS=/etc/qr/models:/srv/models",
+                   "QUANTUM_RUNTIME_HASH_MODELS=false", NULL};
+    assert_int_equal(qr_config_load(&c, 0, NULL, env, &d), QR_OK);
+    assert_string_equal(c.registry_dirs, "/etc/qr/models:/srv/models");
+    assert_int_equal(c.source[QR_CFG_REGISTRY_DIRS], QR_SRC_ENV);
+    assert_false(c.hash_models);
+    qr_config_cleanup(&c);
+
+    char *path = write_tmp("{\"registry_dirs\":[\"/a\",\"/b/c\"]}");
+    char *argv[] = {"--config", path};
+    assert_int_equal(qr_config_load(&c, 2, argv, no_env, &d), QR_OK);
+    assert_string_equal(c.registry_dirs, "/a:/b/c");
+    qr_config_cleanup(&c);
+    unlink(path);
+    free(path);
+
+    char *bad_env[] = {"QUANTUM_RUNTIME_REGISTRY_DIRS=/ok:relative/dir", NULL};
+    expect_error(bad_env, 0, NULL,
+                 "QUANTUM_RUNTIME_REGISTRY_DIRS: 'relative/dir' is not an absolute path");
+    char *bad = write_tmp("{\"registry_dirs\":[\"/a:b\"]}");
+    char *a1[] = {"--config", bad};
+    expect_error(no_env, 2, a1, "every item must be a path string without ':'");
+    unlink(bad);
+    free(bad);
+    char *bad2 = write_tmp("{\"registry_dirs\":7}");
+    char *a2[] = {"--config", bad2};
+    expect_error(no_env, 2, a2, "has the wrong type (expected a string or an array of strings)");
+    unlink(bad2);
+    free(bad2);
+}
+
 static void test_reload(void **state)
 {
     char *path = write_tmp("{\"allow_model_mutation\":false,\"listen\":\"127.0.0.1:1111\"}");
@@ -299,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_bools_and_bytes),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_registry_dirs),
         cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,389 @@
+/* Runtime-native registry, router and policy endpoints (v1alpha1, the predecessor's shapes and
+ * error codes): the configured backend as a validated descriptor (/v1/backends), a routing plan
+ * with reasons and no execution (/v1/route), the model policies, the upstream ledger, the
+ * deployment profiles, and an admission decision over the host facts this process can read
+ * cheaply (/v1/admission). Bodies are decoded strictly: unknown members are 400. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <yyjson.h>
+
+#include "api/api.h"
+#include "api/catalog.h"
+#include "backend/backend.h"
+#include "capability/descriptor.h"
+#include "core/http_server.h"
+#include "core/log.h"
+#include "policy/admission.h"
+#include "router/router.h"
+
+#define NATIVE_BODY_MAX (64u * 1024u) /* /v1/route and /v1/admission bodies */
+#define ROUTE_MAX_CAPS  64u           /* capability names in one /v1/route body */
+
+/* ---- the backend descriptor ---- */
+
+void qr_api_descriptor_init(struct qr_app *app)
+{
+    free(app->desc);
+    app->desc = NULL;
+    if (!app->backend)
+        return;
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *obj = yyjson_mut_obj(doc);
+    yyjson_mut_doc_set_root(doc, obj);
+    qr_backend_describe(app->backend, doc, obj);
+    size_t len = 0;
+    char *json = yyjson_mut_write(doc, 0, &len);
+    yyjson_mut_doc_free(doc);
+    struct qr_cap_descriptor *d = malloc(sizeof(*d));
+    struct qr_diag diag = {{0}};
+    if (!json || !d || qr_cap_descriptor_parse(json, len, &diag, d)) {
+        QR_LOG(QR_LOG_ERROR, "the backend's descriptor is invalid; routing has no backend",
+               QR_LF_S("backend", app->backend->vt->id), QR_LF_S("error", diag.msg));
+        free(d);
+        d = NULL;
+    }
+    free(json);
+    app->desc = d;
+}
+
+const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app)
+{
+    if (!app->desc || !app->backend)
+        return NULL;
+    static const enum qr_cap_backend_state map[] = {
+        [QR_BACKEND_UNKNOWN] = QR_CAP_BACKEND_UNKNOWN,
+        [QR_BACKEND_READY] = QR_CAP_BACKEND_READY,
+        [QR_BACKEND_UNAVAILABLE] = QR_CAP_BACKEND_UNAVAILABLE,
+        [QR_BACKEND_DISABLED] = QR_CAP_BACKEND_DISABLED,
+    };
+    if ((unsigned) app->backend->state < QR_ARRAY_LEN(map))
+        app->desc->state = map[app->backend->state];
+    return app->desc;
+}
+
+/* ---- backend-reported models join the registry ---- */
+
+static void refresh_done(struct qr_backend *b, enum qr_err err, const struct qr_backend_model *m,
+                         size_t n, const struct qr_diag *diag, void *arg)
+{
+    struct qr_app *app = arg;
+    if (err) {
+        if (err != QR_ERR_CANCELLED)
+            QR_LOG(QR_LOG_INFO, "backend models not listed yet", QR_LF_S("backend", b->vt->id),
+                   QR_LF_S("detail", diag ? diag->msg : qr_err_str(err)));
+        return;
+    }
+    if (app->catalog)
+        qr_catalog_join_backend(app->catalog, b->vt->id, b->vt == &qr_backend_ollama, m, n);
+}
+
+void qr_api_refresh_backend_models(struct qr_app *app)
+{
+    struct qr_backend *b = app->backend;
+    if (b && b->vt->list_models)
+        (void) b->vt->list_models(b, 5000, refresh_done, app);
+}
+
+/* ---- helpers ---- */
+
+static yyjson_mut_doc *new_doc(yyjson_mut_val **root)
+{
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    *root = yyjson_mut_obj(doc);
+    yyjson_mut_doc_set_root(doc, *root);
+    return doc;
+}
+
+static void send_doc(struct qr_http_req *req, yyjson_mut_doc *doc)
+{
+    if (!doc) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    qr_api_send_json(req, 200, doc);
+    yyjson_mut_doc_free(doc);
+}
+
+/* Read a native JSON body (at most NATIVE_BODY_MAX) and call next, or answer the read error. */
+static bool body_ok(struct qr_http_req *req, enum qr_err err)
+{
+    if (err == QR_ERR_TOO_LARGE) {
+        qr_api_send_error(req, 413, "request_too_large", "the request body is larger than 64 KiB");
+        return false;
+    }
+    if (err) {
+        qr_api_send_error(req, 400, "bad_request", "the request body could not be read");
+        return false;
+    }
+    return true;
+}
+
+static size_t body_cap(const struct qr_app *app)
+{
+    return app->cfg->max_request_bytes < NATIVE_BODY_MAX ? (size_t) app->cfg->max_request_bytes
+                                                         : NATIVE_BODY_MAX;
+}
+
+/* ---- GET /v1/backends ---- */
+
+void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
+{
+    const struct qr_cap_descriptor *d = qr_api_descriptor(app);
+    if (app->backend && !d) {
+        qr_api_send_error(req, 500, "invalid_backend_descriptor",
+                          "the configured backend's descriptor does not validate");
+        return;
+    }
+    yyjson_mut_val *root;
+    yyjson_mut_doc *doc = new_doc(&root);
+    yyjson_mut_obj_add_str(doc, root, "api_version", QR_ROUTE_API_VERSION);
+    yyjson_mut_obj_add_str(doc, root, "contract_version", QR_CAP_CONTRACT);
+    yyjson_mut_obj_add_uint(doc, root, "count", d ? 1 : 0);
+    yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, root, "backends");
+    if (d && qr_cap_descriptor_add(d, doc, yyjson_mut_arr_add_obj(doc, arr))) {
+        yyjson_mut_doc_free(doc);
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    send_doc(req, doc);
+}
+
+/* ---- POST /v1/route ---- */
+
+/* {"model": "<name>", "capabilities": ["<key>", ...]}: nothing else. */
+static enum qr_err parse_route(yyjson_val *root, const char **model, struct qr_slice *names,
+                               size_t *n, struct qr_diag *diag)
+{
+    *model = NULL;
+    *n = 0;
+    if (!yyjson_is_obj(root))
+        return qr_diag_set(diag, QR_ERR_INVALID, "the body must be a JSON object");
+    size_t i, max;
+    yyjson_val *k, *v;
+    yyjson_obj_foreach(root, i, max, k, v)
+    {
+        const char *key = yyjson_get_str(k);
+        if (!strcmp(key, "model")) {
+            if (!yyjson_is_str(v))
+                return qr_diag_set(diag, QR_ERR_INVALID, "'model' must be a string");
+            *model = yyjson_get_str(v);
+        } else if (!strcmp(key, "capabilities")) {
+            if (!yyjson_is_arr(v) && !yyjson_is_null(v))
+                return qr_diag_set(diag, QR_ERR_INVALID, "'capabilities' must be an array");
+            if (yyjson_arr_size(v) > ROUTE_MAX_CAPS)
+                return qr_diag_set(diag, QR_ERR_INVALID, "'capabilities' has more than %u names",
+                                   ROUTE_MAX_CAPS);
+            size_t j, jmax;
+            yyjson_val *it;
+            yyjson_arr_foreach(v, j, jmax, it)
+            {
+                if (!yyjson_is_str(it))
+                    return qr_diag_set(diag, QR_ERR_INVALID, "'capabilities[%zu]' must be a string",
+                                       j);
+                names[(*n)++] = (struct qr_slice){yyjson_get_str(it), yyjson_get_len(it)};
+            }
+        } else {
+            return qr_diag_set(diag, QR_ERR_INVALID, "unknown field '%s'", key);
+        }
+    }
+    if (!*model || !(*model)[strspn(*model, " \t")])
+        return qr_diag_set(diag, QR_ERR_INVALID, "'model' is required");
+    return QR_OK;
+}
+
+/* The one backend a plan considers: the configured one, with its current state. */
+static void route_backend(struct qr_app *app, struct qr_route_backend *rb)
+{
+    memset(rb, 0, sizeof(*rb));
+    rb->desc = qr_api_descriptor(app);
+    rb->healthy = app->backend && app->backend->state != QR_BACKEND_UNAVAILABLE;
+}
+
+void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env)
+{
+    route_backend(app, rb);
+    memset(env, 0, sizeof(*env));
+    env->registry = app->catalog->registry;
+    env->backends = rb;
+    env->n_backends = rb->desc ? 1 : 0;
+    env->policies = app->catalog->policies;
+    env->ledger = app->catalog->ledger;
+}
+
+/* Send a rendered route document; refusals get the Runtime error shape's request_id. */
+static void send_route_doc(struct qr_http_req *req, const struct qr_route_plan *p)
+{
+    yyjson_mut_doc *doc = qr_route_render(p);
+    if (!doc) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    yyjson_mut_val *err = yyjson_mut_obj_get(yyjson_mut_doc_get_root(doc), "error");
+    if (err)
+        yyjson_mut_obj_add_strcpy(doc, err, "request_id", qr_http_req_id(req));
+    qr_api_send_json(req, p->status == QR_ROUTE_OK ? 200 : qr_route_status_http(p->status), doc);
+    yyjson_mut_doc_free(doc);
+}
+
+static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    struct qr_app *app = arg;
+    if (!body_ok(req, err))
+        return;
+    struct qr_slice body = qr_http_req_body(req);
+    yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
+    struct qr_diag diag = {{0}};
+    const char *model = NULL;
+    struct qr_slice names[ROUTE_MAX_CAPS];
+    size_t n = 0;
+    if (!in || parse_route(yyjson_doc_get_root(in), &model, names, &n, &diag)) {
+        char msg[sizeof(diag.msg) + 40];
+        snprintf(msg, sizeof(msg), "invalid route request: %s",
+                 in ? diag.msg : "the body is not valid JSON");
+        qr_api_send_error(req, 400, "invalid_route_request", msg);
+        yyjson_doc_free(in);
+        return;
+    }
+    /* the identifier is trimmed, as the predecessor did */
+    char name[512];
+    model += strspn(model, " \t");
+    size_t mlen = strlen(model);
+    while (mlen && (model[mlen - 1] == ' ' || model[mlen - 1] == '\t'))
+        mlen--;
+    snprintf(name, sizeof(name), "%.*s", (int) mlen, model);
+    model = name;
+    struct qr_route_query q = {.model = model};
+    struct qr_catalog_model cm;
+    qr_catalog_model_find(app->catalog, model, &cm);
+    if (cm.known == QR_KNOWN_NONE) {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "model '%.300s' is not in the registry", model);
+        qr_api_send_error(req, 404, "model_not_found", msg);
+        yyjson_doc_free(in);
+        return;
+    }
+    if (qr_cap_set_parse(names, n, &diag, &q.required)) {
+        /* a name that is no capability key can never be satisfied (fail closed) */
+        char msg[sizeof(diag.msg) + 300];
+        snprintf(msg, sizeof(msg), "no compatible backend for model '%.200s': %s", model, diag.msg);
+        qr_api_send_error(req, 422, "no_compatible_backend", msg);
+        yyjson_doc_free(in);
+        return;
+    }
+    struct qr_route_backend rb;
+    struct qr_router_env env;
+    qr_api_route_env(app, &rb, &env);
+    struct qr_route_plan plan;
+    err = qr_router_plan(&env, &q, &plan, &diag);
+    if (err == QR_ERR_NOMEM || err == QR_ERR_TOO_LARGE)
+        qr_api_send_error(req, 500, "route_failed", diag.msg[0] ? diag.msg : qr_err_str(err));
+    else
+        send_route_doc(req, &plan);
+    qr_route_plan_cleanup(&plan);
+    yyjson_doc_free(in);
+}
+
+void qr_api_route(struct qr_app *app, struct qr_http_req *req)
+{
+    qr_http_req_read_body(req, body_cap(app), route_body, app);
+}
+
+/* ---- GET /v1/model-policies, /v1/upstreams, /v1/deployment-profiles ---- */
+
+void qr_api_model_policies(struct qr_app *app, struct qr_http_req *req)
+{
+    send_doc(req, qr_policy_set_render(app->catalog->policies));
+}
+
+void qr_api_upstreams(struct qr_app *app, struct qr_http_req *req)
+{
+    if (!app->catalog->ledger) {
+        qr_api_send_error(req, 500, "ledger_unavailable",
+                          "the upstream ledger could not be loaded");
+        return;
+    }
+    send_doc(req, qr_ledger_render(app->catalog->ledger));
+}
+
+void qr_api_deployment_profiles(struct qr_app *app, struct qr_http_req *req)
+{
+    send_doc(req, qr_profile_set_render(app->catalog->profiles));
+}
+
+/* ---- POST /v1/admission ---- */
+
+/* What this process can read cheaply now: CPUs it may run on, MemTotal. Physical cores, ECC and
+ * accelerators need host discovery (a later stage) and stay unknown: never guessed. */
+static void host_facts(struct qr_host_facts *h)
+{
+    memset(h, 0, sizeof(*h));
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        h->logical_allowed_known = true;
+        h->logical_cpus_allowed = (uint32_t) CPU_COUNT(&set);
+    } else {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        h->logical_allowed_known = n > 0;
+        h->logical_cpus_allowed = n > 0 ? (uint32_t) n : 0;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long kib;
+        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) {
+            h->memory_known = true;
+            h->memory_total_bytes = (uint64_t) kib * 1024u;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    h->ecc = QR_ECC_UNKNOWN;
+}
+
+static void admission_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    struct qr_app *app = arg;
+    if (!body_ok(req, err))
+        return;
+    struct qr_slice body = qr_http_req_body(req);
+    struct qr_admission_request ar;
+    struct qr_diag diag = {{0}};
+    if (qr_admission_request_parse(body.ptr ? body.ptr : "", body.len, &ar, &diag)) {
+        qr_api_send_error(req, 400, "invalid_admission_request", diag.msg);
+        return;
+    }
+    char msg[400];
+    const struct qr_profile *profile = qr_profile_set_find(app->catalog->profiles, ar.profile);
+    struct qr_catalog_model cm;
+    qr_catalog_model_find(app->catalog, ar.model, &cm);
+    if (!profile) {
+        snprintf(msg, sizeof(msg), "deployment profile '%.300s' does not exist",
+                 ar.profile ? ar.profile : "");
+        qr_api_send_error(req, 404, "deployment_profile_not_found", msg);
+    } else if (cm.known == QR_KNOWN_NONE) {
+        snprintf(msg, sizeof(msg), "model '%.300s' is not in the registry",
+                 ar.model ? ar.model : "");
+        qr_api_send_error(req, 404, "model_not_found", msg);
+    } else {
+        struct qr_host_facts host;
+        host_facts(&host);
+        struct qr_admission_model model = {.canonical_id = cm.canonical_id,
+                                           .architecture_class = cm.architecture_class};
+        struct qr_admission_result res;
+        if (qr_admission_evaluate(profile, &model, &host, &ar.evidence, &res, &diag))
+            qr_api_send_error(req, 400, "admission_failed", diag.msg);
+        else
+            send_doc(req, qr_admission_render(&res, &host));
+    }
+    qr_admission_request_cleanup(&ar);
+}
+
+void qr_api_admission(struct qr_app *app, struct qr_http_req *req)
+{
+    qr_http_req_read_body(req, body_cap(app), admission_body, app);
+}
