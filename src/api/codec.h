@@ -19,7 +19,7 @@
 /* An error to answer in the client protocol's own shape. */
 struct qr_api_error {
     int status;     /* HTTP status: 400, 404, 422, 502, 504, ... */
-    char code[64];  /* machine-readable: "invalid_request", "unsupported_capability", ... */
+    char code[64];  /* machine-readable: "invalid_request", "capability_unsupported", ... */
     char param[64]; /* OpenAI "param": the offending field, "" for null */
     char message[512];
 };

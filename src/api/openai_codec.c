@@ -81,7 +81,7 @@ static enum qr_err unsupported(struct dec *d, const char *param, const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return qr_api_error_set(d->err, QR_ERR_INVALID, 422, "unsupported_capability", param, "%s",
+    return qr_api_error_set(d->err, QR_ERR_INVALID, 422, "capability_unsupported", param, "%s",
                             msg);
 }
 

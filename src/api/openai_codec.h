@@ -37,7 +37,7 @@
  *   400 "invalid_json"           body is not JSON (message has yyjson's text and byte offset)
  *   400 "invalid_request"        missing/ill-typed field, bad value, cap passed; param = JSON path
  *                                such as "messages[2].content"
- *   422 "unsupported_capability" valid OpenAI the Runtime does not serve (n > 1, custom tools,
+ *   422 "capability_unsupported" valid OpenAI the Runtime does not serve (n > 1, custom tools,
  *                                allowed_tools, token-array prompts, ...)
  *   413 "request_too_large"      the arena cap was reached */
 enum qr_err qr_openai_decode(enum qr_op op, struct qr_slice body,

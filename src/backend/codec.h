@@ -45,7 +45,7 @@ void qr_dialect_default(struct qr_dialect *d, enum qr_upstream_proto proto);
 
 /* Encode req for the upstream: method POST, *out_path e.g. "/v1/chat/completions" or
  * "/api/chat" (static string), body JSON into out. A request the upstream protocol cannot express
- * gets a 400/422 qr_api_error with code "unsupported_capability" naming the field -- never
+ * gets a 400/422 qr_api_error with code "capability_unsupported" naming the field -- never
  * silently dropped. */
 enum qr_err qr_upstream_encode(const struct qr_dialect *d, const struct qr_request *req,
                                struct qr_buf *out, const char **out_path, struct qr_api_error *err);

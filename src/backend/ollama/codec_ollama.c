@@ -32,7 +32,7 @@
 
 static enum qr_err unsupported(struct enc *e, const char *param, const char *what)
 {
-    return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "unsupported_capability", param,
+    return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported", param,
                             "%s cannot be sent to an Ollama backend", what);
 }
 

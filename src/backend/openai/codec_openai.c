@@ -24,7 +24,7 @@
  *  - extras of an OpenAI client pass through unchanged (a client chat_template_kwargs object is
  *    merged with the think switch; model, messages, prompt, input, stream and stream_options are
  *    never overridden). Extras and extra_options of an Ollama client cannot be expressed:
- *    422 unsupported_capability naming the field (truncate/shift and null values excepted).
+ *    422 capability_unsupported naming the field (truncate/shift and null values excepted).
  *  - n > 1 and logprobs: 422 (the canonical event stream carries one choice and no logprobs).
  *  - An Ollama /api/generate without raw (the prompt is templated as a user turn by Ollama) goes
  *    to /v1/chat/completions as [system?, user]; raw prompts, suffixes and OpenAI completions go
@@ -41,7 +41,7 @@
 
 static enum qr_err unsupported(struct enc *e, const char *param, const char *what)
 {
-    return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "unsupported_capability", param,
+    return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported", param,
                             "%s cannot be sent to an OpenAI-compatible backend", what);
 }
 

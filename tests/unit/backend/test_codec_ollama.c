@@ -357,7 +357,7 @@ static void enc_fail(const struct qr_dialect *d, const struct qr_request *r, con
     if (print_logs())
         fprintf(stderr, "%d %s %s: %s\n", err.status, err.code, err.param, err.message);
     assert_int_equal(err.status, 422);
-    assert_string_equal(err.code, "unsupported_capability");
+    assert_string_equal(err.code, "capability_unsupported");
     assert_string_equal(err.param, param);
     qr_buf_cleanup(&out);
 }
