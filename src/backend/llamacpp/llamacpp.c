@@ -9,6 +9,8 @@
  * supervisor's backoff restart serves the next ones. docs/LLAMACPP.md has the rules. */
 #include "backend/llamacpp/llamacpp.h"
 
+#include "backend/llamacpp/evidence.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +38,15 @@
 #define MAX_MODEL_ID     255
 #define MAX_PATH_ARG     (QR_LLAMA_PLAN_MAX_ARG - 1)
 #define STOP_GRACE_MS    5000
+#define PROPS_TIMEOUT_MS 5000
+
+/* The engine's message for a prompt longer than a slot (400 exceed_context_size_error). */
+#define ENGINE_CTX_EXCEEDED "exceeds the available context size"
 
 struct lp;
 struct llamacpp;
 struct later;
+struct props_req;
 
 /* One request on the adapter: queued until its process is ready, then one HTTP job. */
 struct ljob {
@@ -53,6 +60,11 @@ struct ljob {
     struct qr_job *inner; /* the HTTP job while it runs */
     bool started;         /* START went to fn */
     bool paused;
+    /* what the client asked for and the engine does not enforce (docs/LLAMACPP.md) */
+    struct qr_tool only_tool; /* a named tool_choice: the one tool the engine is offered */
+    struct qr_slice named;    /* that tool's name (borrowed from the request); empty otherwise */
+    bool single_call;         /* parallel_tool_calls:false: only call index 0 is delivered */
+    unsigned dropped;         /* calls withheld under single_call */
     /* a broken transfer's ERROR, held for crash_grace_ms to be named by the crash report */
     struct event *hold_timer;
     bool held;
@@ -86,6 +98,9 @@ struct lp {
     bool unload_when_idle;
     unsigned crashes;
     char reason[512];
+    struct props_req *props_req; /* GET /props in flight for the current child */
+    struct qr_llamacpp_props props;
+    uint64_t requests, refused, tool_calls_dropped;
 };
 
 struct llamacpp {
@@ -171,6 +186,36 @@ static void jl_unlink(struct jlist *l, struct ljob *j)
 static bool lp_idle(const struct lp *p)
 {
     return p->queue.n == 0 && p->running.n == 0;
+}
+
+/* ---- admission against the engine's evidence (evidence.h) ---- */
+
+static bool slice_same(struct qr_slice a, struct qr_slice b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+static bool slice_has(struct qr_slice s, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; s.ptr && i + n <= s.len; i++) {
+        if (memcmp(s.ptr + i, needle, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* One slot's context: the engine's own figure once known, else the plan. */
+static uint32_t lp_slot_ctx(const struct lp *p)
+{
+    return p->props.valid ? p->props.n_ctx_slot
+                          : qr_llamacpp_slot_ctx(p->ctx, p->parallel, p->native_ctx);
+}
+
+static enum qr_err lp_admit(const struct lp *p, const struct qr_request *r,
+                            struct qr_api_error *err)
+{
+    return qr_llamacpp_admit(p->id, &p->props, r, lp_slot_ctx(p), p->ctx, p->parallel, err);
 }
 
 /* ---- lifecycle of a process ---- */
@@ -282,6 +327,59 @@ static enum qr_err ljob_relay(void *arg, const struct qr_event *ev)
     struct lp *p = j->p;
     if (ev->type == QR_EV_START)
         j->started = true;
+    bool tool_ev =
+        ev->type == QR_EV_TOOL_BEGIN || ev->type == QR_EV_TOOL_ARGS || ev->type == QR_EV_TOOL_END;
+    if (j->single_call && tool_ev && ev->index > 0) {
+        /* parallel_tool_calls:false, which the engine does not enforce: only call 0 goes out */
+        if (ev->type == QR_EV_TOOL_BEGIN)
+            j->dropped++;
+        return QR_OK;
+    }
+    if (ev->type == QR_EV_TOOL_BEGIN && j->named.len && !slice_same(ev->name, j->named)) {
+        /* the engine was offered only the named tool; a call to another never reaches the
+         * client */
+        char msg[700];
+        snprintf(msg, sizeof msg,
+                 "model '%s' called the tool '%.*s' although tool_choice names '%.*s'; the call "
+                 "was not delivered",
+                 p->id, (int) (ev->name.len > 200 ? 200 : ev->name.len),
+                 ev->name.ptr ? ev->name.ptr : "", (int) (j->named.len > 200 ? 200 : j->named.len),
+                 j->named.ptr);
+        QR_LOG(QR_LOG_WARN, "llama.cpp engine ignored a named tool_choice",
+               QR_LF_S("model", p->id));
+        struct qr_event e = {.type = QR_EV_ERROR,
+                             .status = 502,
+                             .code = QR_SLICE_LIT("tool_choice_violated"),
+                             .message = qr_slice_str(msg)};
+        j->fn(j->arg, &e);
+        j->inner = NULL; /* the non-OK answer stops it; it frees itself */
+        ljob_end(j);
+        return QR_ERR_CANCELLED;
+    }
+    struct qr_event mapped;
+    char cmsg[900];
+    if (ev->type == QR_EV_ERROR && ev->status == 400 &&
+        slice_has(ev->message, ENGINE_CTX_EXCEEDED)) {
+        /* the engine's exceed_context_size_error: the prompt does not fit one slot */
+        snprintf(cmsg, sizeof cmsg,
+                 "model '%s': the prompt does not fit the context of its llama.cpp process (%u "
+                 "tokens per slot): %.*s",
+                 p->id, lp_slot_ctx(p), (int) (ev->message.len > 600 ? 600 : ev->message.len),
+                 ev->message.ptr);
+        mapped = *ev;
+        mapped.status = 422;
+        mapped.code = QR_SLICE_LIT("context_exceeded");
+        mapped.message = qr_slice_str(cmsg);
+        mapped.retryable = false;
+        ev = &mapped;
+    }
+    if (ev->type == QR_EV_DONE && j->dropped) {
+        p->tool_calls_dropped += j->dropped;
+        QR_LOG(QR_LOG_WARN,
+               "llama.cpp engine returned more than one tool call under "
+               "parallel_tool_calls:false; only the first was delivered",
+               QR_LF_S("model", p->id), QR_LF_N("dropped", j->dropped));
+    }
     if (ev->type == QR_EV_ERROR && (ev->status == 502 || ev->status == 504) && !p->unloading &&
         qr_llama_proc_state(p->proc) == QR_LLAMA_PROC_READY && !j->held) {
         j->inner = NULL; /* it frees itself once this returns */
@@ -316,28 +414,112 @@ static enum qr_err ljob_start(struct ljob *j, struct qr_api_error *err)
                           qr_llama_proc_api_key(p->proc), &j->req, ljob_relay, j, &j->inner, err);
     if (e)
         return e;
+    p->requests++;
     if (j->paused)
         qr_job_pause(j->inner);
     return QR_OK;
 }
 
-/* The process is ready: every queued request goes to it. */
+/* The process is ready and its evidence known: every queued request is admitted against the
+ * evidence (START + ERROR when refused) and goes to it. */
 static void lp_drain(struct lp *p)
 {
     while (p->queue.head) {
         struct ljob *j = p->queue.head;
+        struct qr_api_error err = {0};
+        if (lp_admit(p, &j->req, &err)) {
+            p->refused++;
+            ljob_fail(j, err.status, err.code, false, err.message);
+            continue;
+        }
         jl_unlink(&p->queue, j);
         jl_push(&p->running, j);
         j->running = true;
-        struct qr_api_error err = {0};
         if (ljob_start(j, &err))
             ljob_fail(j, err.status ? err.status : 502, err.code[0] ? err.code : "upstream_error",
                       true, err.message);
     }
 }
 
+/* GET /props of the current child; p NULL once the child or the process it asked went away. */
+struct props_req {
+    struct lp *p;
+};
+
+static void lp_props_detach(struct lp *p)
+{
+    if (p->props_req) {
+        p->props_req->p = NULL; /* the fetch frees it when it answers */
+        p->props_req = NULL;
+    }
+    p->props.pending = false;
+}
+
+static bool lp_serving(const struct lp *p)
+{
+    return qr_llama_proc_state(p->proc) == QR_LLAMA_PROC_READY && !p->props_req;
+}
+
+static void on_props(enum qr_err err, int status, struct qr_slice body, const struct qr_diag *diag,
+                     void *arg)
+{
+    struct props_req *r = arg;
+    struct lp *p = r->p;
+    free(r);
+    if (!p)
+        return;
+    p->props_req = NULL;
+    p->props.pending = false;
+    if (err == QR_ERR_CANCELLED)
+        return; /* the backend is being freed */
+    struct qr_diag d = {{0}};
+    if (err)
+        qr_diag_set(&d, err, "%s", diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+    else if (status != 200)
+        qr_diag_set(&d, QR_ERR_UPSTREAM, "answered HTTP %d", status);
+    else
+        qr_llamacpp_props_parse(body.ptr, body.len, &p->props, &d);
+    if (!p->props.valid) {
+        memset(&p->props, 0, sizeof p->props);
+        snprintf(p->props.error, sizeof p->props.error, "GET /props: %.200s", d.msg);
+        QR_LOG(QR_LOG_WARN,
+               "llama.cpp engine gave no capability evidence; tools and media are "
+               "refused on this model",
+               QR_LF_S("model", p->id), QR_LF_S("reason", p->props.error));
+    } else {
+        QR_LOG(QR_LOG_INFO, "llama.cpp engine evidence", QR_LF_S("model", p->id),
+               QR_LF_N("supports_tools", p->props.caps[QR_LLAMACPP_TCAP_TOOLS]),
+               QR_LF_N("vision", p->props.vision), QR_LF_N("audio", p->props.audio),
+               QR_LF_N("n_ctx_slot", p->props.n_ctx_slot),
+               QR_LF_S("build_info", p->props.build_info));
+    }
+    lp_drain(p);
+    lp_maybe_idle(p);
+}
+
+/* The child is ready: ask it for its evidence; the queue drains with the answer. */
+static void lp_props_fetch(struct lp *p)
+{
+    lp_props_detach(p);
+    struct props_req *r = calloc(1, sizeof *r);
+    if (!r)
+        abort();
+    r->p = p;
+    p->props_req = r;
+    p->props.pending = true;
+    enum qr_err e = qr_fetch(&p->a->base, qr_llama_proc_base_url(p->proc), "/props",
+                             qr_llama_proc_api_key(p->proc), PROPS_TIMEOUT_MS,
+                             QR_LLAMACPP_PROPS_MAX_BYTES, on_props, r);
+    if (e) {
+        struct qr_diag d;
+        qr_diag_set(&d, e, "cannot ask the engine: %s", qr_err_str(e));
+        on_props(e, 0, (struct qr_slice){"", 0}, &d, r);
+    }
+}
+
 static void lp_destroy(struct lp *p)
 {
+    lp_props_detach(p);
     struct llamacpp *a = p->a;
     for (struct lp **pp = &a->procs; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
@@ -397,12 +579,12 @@ static void on_proc_state(struct qr_llama_proc *proc, enum qr_llama_proc_state s
         p->served = true;
         QR_LOG(QR_LOG_INFO, "llama.cpp model ready", QR_LF_S("model", p->id),
                QR_LF_N("load_ms", p->load_ms), QR_LF_N("queued", p->queue.n));
-        lp_drain(p);
-        lp_maybe_idle(p);
+        lp_props_fetch(p); /* the queue drains once the evidence is in */
         break;
     }
     case QR_LLAMA_PROC_CRASHED:
     case QR_LLAMA_PROC_FAILED:
+        lp_props_detach(p);
         p->crashes++;
         if (p->unloading)
             break;
@@ -420,6 +602,7 @@ static void on_proc_state(struct qr_llama_proc *proc, enum qr_llama_proc_state s
             lp_unload(p); /* a model that does not load is not retried in the background */
         break;
     case QR_LLAMA_PROC_EXITED:
+        lp_props_detach(p);
         p->unloading = true;
         lp_reap_later(p);
         break;
@@ -684,7 +867,7 @@ static enum qr_err check_op(const struct qr_request *req, const struct qr_llamac
         return QR_OK;
     if (m->mode == QR_LLAMACPP_EMBED && embed)
         return QR_OK;
-    return qr_api_error_set(err, QR_ERR_INVALID, 400, "capability_unsupported", "model",
+    return qr_api_error_set(err, QR_ERR_INVALID, 422, "capability_unsupported", "model",
                             "model '%s' is a %s model: it does not serve %s requests", m->id,
                             qr_llamacpp_mode_str(m->mode), embed ? "embeddings" : "generation");
 }
@@ -704,7 +887,8 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
         return qr_api_error_set(err, QR_ERR_NOT_FOUND, 404, "model_not_found", "model",
                                 "model '%.*s' not found%s%s", (int) req->model.len, req->model.ptr,
                                 d.msg[0] ? ": " : "", d.msg);
-    if ((e = check_model(&m, req->model, err)) || (e = check_op(req, &m, err)))
+    if ((e = check_model(&m, req->model, err)) || (e = check_op(req, &m, err)) ||
+        (e = qr_llamacpp_check_tool_choice(req, err)))
         return e;
     struct lp *p = lp_find(a, &m);
     enum qr_llama_proc_state st = p ? qr_llama_proc_state(p->proc) : QR_LLAMA_PROC_IDLE;
@@ -712,7 +896,24 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
         return qr_api_error_set(err, QR_ERR_UNAVAILABLE, 503, "model_failed", "model",
                                 "model '%s' is marked failed (unload it to retry): %s", p->id,
                                 p->reason);
-    if (p && st != QR_LLAMA_PROC_READY && p->queue.n >= a->o.max_queue)
+    /* admission: against the engine's evidence when the process serves, else the context
+     * against the plan now (nothing is loaded for a request that cannot fit) and the rest once
+     * the evidence is in (lp_drain) */
+    if (p && lp_serving(p))
+        e = lp_admit(p, req, err);
+    else if (p)
+        e = qr_llamacpp_check_context(p->id, req, lp_slot_ctx(p), p->ctx, p->parallel,
+                                      p->props.valid, err);
+    else
+        e = qr_llamacpp_check_context(m.id, req,
+                                      qr_llamacpp_slot_ctx(a->o.ctx, a->o.parallel, m.native_ctx),
+                                      a->o.ctx, a->o.parallel, false, err);
+    if (e) {
+        if (p)
+            p->refused++;
+        return e;
+    }
+    if (p && !lp_serving(p) && p->queue.n >= a->o.max_queue)
         return qr_api_error_set(err, QR_ERR_BUSY, 503, "queue_full", "model",
                                 "model '%s' is loading and %u requests already wait for it", p->id,
                                 p->queue.n);
@@ -725,6 +926,20 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
     j->fn = fn;
     j->arg = arg;
     j->req = *req;
+    j->single_call = req->parallel_tool_calls == QR_FALSE;
+    if (req->tool_choice.kind == QR_TOOL_CHOICE_FUNCTION) {
+        /* the engine does not enforce a named tool_choice: offer it only that tool and require
+         * a call (the equivalent for a single tool); a call to any other is refused in relay */
+        for (size_t i = 0; i < req->n_tools; i++) {
+            if (slice_same(req->tools[i].name, req->tool_choice.name))
+                j->only_tool = req->tools[i];
+        }
+        j->named = req->tool_choice.name;
+        j->req.tools = &j->only_tool;
+        j->req.n_tools = 1;
+        j->req.tool_choice.kind = QR_TOOL_CHOICE_REQUIRED;
+        j->req.tool_choice.name = (struct qr_slice){"", 0};
+    }
     if (req->op != QR_OP_EMBED) {
         /* the engine cancels only a streamed request on disconnect; bound every generation */
         j->req.stream = true;
@@ -742,7 +957,7 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
         p->keep_ms = req->keep_alive.forever ? -1 : req->keep_alive.ms;
     p->unload_when_idle = false;
     lp_busy(p);
-    if (qr_llama_proc_state(p->proc) == QR_LLAMA_PROC_READY) {
+    if (lp_serving(p)) {
         if ((e = ljob_start(j, err))) {
             qr_job_free_custom(j->handle);
             free(j);
@@ -1090,6 +1305,10 @@ static void fill_loaded(const struct lp *p, struct qr_llamacpp_loaded *r)
     r->expires_at_ms = p->expires_at_ms;
     r->crashes = p->crashes;
     snprintf(r->reason, sizeof r->reason, "%s", p->reason);
+    r->requests = p->requests;
+    r->refused = p->refused;
+    r->tool_calls_dropped = p->tool_calls_dropped;
+    r->props = p->props;
 }
 
 size_t qr_llamacpp_loaded_list(struct qr_backend *b, struct qr_llamacpp_loaded *out, size_t cap)
@@ -1131,7 +1350,11 @@ enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, y
              yyjson_mut_obj_add_sint(doc, o, "last_used_ms", r.last_used_ms) &&
              yyjson_mut_obj_add_sint(doc, o, "expires_at_ms", r.expires_at_ms) &&
              yyjson_mut_obj_add_uint(doc, o, "crashes", r.crashes) &&
-             yyjson_mut_obj_add_strcpy(doc, o, "reason", r.reason);
+             yyjson_mut_obj_add_strcpy(doc, o, "reason", r.reason) &&
+             yyjson_mut_obj_add_uint(doc, o, "requests", r.requests) &&
+             yyjson_mut_obj_add_uint(doc, o, "refused", r.refused) &&
+             yyjson_mut_obj_add_uint(doc, o, "tool_calls_dropped", r.tool_calls_dropped) &&
+             qr_llamacpp_props_json(doc, o, &r.props);
         if (!ok)
             return QR_ERR_NOMEM;
     }

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/llamacpp/engine.h"
+#include "backend/llamacpp/evidence.h"
 #include "backend/llamacpp/proc.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -101,14 +102,18 @@ struct qr_llamacpp_loaded {
     uint32_t ctx, parallel; /* total context and slots */
     uint64_t bytes;         /* memory estimate: weights + KV + compute (+ draft, mmproj) */
     uint64_t weight_bytes, kv_bytes, compute_bytes;
-    unsigned in_flight;    /* requests running on the engine */
-    unsigned queued;       /* requests waiting for it to be ready */
-    int64_t loaded_at_ms;  /* wall clock ms of the load start */
-    int64_t load_ms;       /* spawn -> ready of the last load, -1 while loading */
-    int64_t last_used_ms;  /* wall clock ms of the last request's end (or start) */
-    int64_t expires_at_ms; /* wall clock ms of the idle unload; -1 never; 0 busy */
-    unsigned crashes;      /* crashes of this process */
-    char reason[512];      /* the last state change's reason */
+    unsigned in_flight;             /* requests running on the engine */
+    unsigned queued;                /* requests waiting for it to be ready */
+    int64_t loaded_at_ms;           /* wall clock ms of the load start */
+    int64_t load_ms;                /* spawn -> ready of the last load, -1 while loading */
+    int64_t last_used_ms;           /* wall clock ms of the last request's end (or start) */
+    int64_t expires_at_ms;          /* wall clock ms of the idle unload; -1 never; 0 busy */
+    unsigned crashes;               /* crashes of this process */
+    char reason[512];               /* the last state change's reason */
+    uint64_t requests;              /* requests forwarded to the engine */
+    uint64_t refused;               /* queued requests refused once the evidence was known */
+    uint64_t tool_calls_dropped;    /* extra calls withheld under parallel_tool_calls:false */
+    struct qr_llamacpp_props props; /* the engine's evidence (GET /props) */
 };
 
 /* Fill up to cap rows (out may be NULL with cap 0); returns the number of processes. */

@@ -58,6 +58,7 @@ struct fx {
     struct qr_backend *b;
     char dir[64];
     char scripted[128], draft[128], tiny[128], embed[128], fail_sh[128];
+    char fake_py[128], fake_violate[128], fake_badprops[128], fake_bigprops[128];
 };
 
 static struct fx F;
@@ -72,7 +73,7 @@ static int64_t now_ms(void)
 
 /* ---- the resolver: a fixed table ---- */
 
-static struct qr_llamacpp_model models[5];
+static struct qr_llamacpp_model models[8];
 static size_t n_models;
 
 static enum qr_err resolve(void *arg, struct qr_slice name, struct qr_llamacpp_model *out,
@@ -146,6 +147,8 @@ struct run {
     struct qr_message msg;
     struct qr_part part;
     struct qr_tool tool;
+    struct qr_tool tools[2];
+    struct qr_part media;
     struct qr_slice inputs[2];
     struct qr_job *job;
     struct qr_answer ans;
@@ -306,6 +309,54 @@ static struct qr_llamacpp_options base_options(const char *engine)
 
 /* ---- fixture ---- */
 
+/* The stand-in engine: llama-server's command line and endpoints, behaviour chosen by the model
+ * file's name. violate: a tool-capable template whose chat answer always calls get_weather,
+ * whatever it was offered (and it records the request body next to the model); badprops: /props
+ * is not JSON; bigprops: /props is larger than the cap. Chat without tools answers "ok". */
+static const char FAKE_ENGINE[] =
+    "#!/usr/bin/env python3\n"
+    "import http.server, json, sys\n"
+    "if '--version' in sys.argv:\n"
+    "    sys.stderr.write('version: 0.7.0 (build 11669, commit Debian)\\n'); sys.exit(0)\n"
+    "a = sys.argv; model = a[a.index('-m') + 1]; port = int(a[a.index('--port') + 1])\n"
+    "ctx = int(a[a.index('-c') + 1]) if '-c' in a else 4096\n"
+    "mode = model.rsplit('/', 1)[-1].split('.')[0]\n"
+    "def sse(chunks):\n"
+    "    return ''.join('data: ' + json.dumps({'choices': [c]}) + '\\n\\n' for c in chunks) + "
+    "'data: [DONE]\\n\\n'\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    protocol_version = 'HTTP/1.1'\n"
+    "    def send(self, code, body, ctype='application/json'):\n"
+    "        b = body.encode() if isinstance(body, str) else body\n"
+    "        self.send_response(code); self.send_header('Content-Type', ctype)\n"
+    "        self.send_header('Content-Length', str(len(b))); self.end_headers(); "
+    "self.wfile.write(b)\n"
+    "    def do_GET(self):\n"
+    "        if self.path.startswith('/props'):\n"
+    "            if mode == 'badprops': return self.send(200, 'not json')\n"
+    "            if mode == 'bigprops': return self.send(200, '{\"x\":\"' + 'a' * (5 << 20) + "
+    "'\"}')\n"
+    "            return self.send(200, json.dumps({'chat_template_caps': {'supports_tools': True},"
+    " 'modalities': {'vision': False, 'audio': False}, 'total_slots': 1, 'build_info': 'fake',"
+    " 'model_path': model, 'default_generation_settings': {'n_ctx': ctx}}))\n"
+    "        return self.send(200, '{\"status\":\"ok\",\"data\":[]}')\n"
+    "    def do_POST(self):\n"
+    "        body = self.rfile.read(int(self.headers.get('Content-Length', 0)))\n"
+    "        open(model + '.req', 'wb').write(body)\n"
+    "        req = json.loads(body)\n"
+    "        start = {'index': 0, 'delta': {'role': 'assistant', 'content': None}}\n"
+    "        if req.get('tools'):\n"
+    "            call = {'index': 0, 'id': 'fakecall0', 'type': 'function',\n"
+    "                    'function': {'name': 'get_weather', 'arguments': '{}'}}\n"
+    "            out = [start, {'index': 0, 'delta': {'tool_calls': [call]}},\n"
+    "                   {'index': 0, 'delta': {}, 'finish_reason': 'tool_calls'}]\n"
+    "        else:\n"
+    "            out = [start, {'index': 0, 'delta': {'content': 'ok'}},\n"
+    "                   {'index': 0, 'delta': {}, 'finish_reason': 'stop'}]\n"
+    "        self.send(200, sse(out), 'text/event-stream')\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.ThreadingHTTPServer(('127.0.0.1', port), H).serve_forever()\n";
+
 static int group_setup(void **state)
 {
     have_engine = access(ENGINE, X_OK) == 0;
@@ -333,6 +384,25 @@ static int group_setup(void **state)
           f);
     fclose(f);
     chmod(F.fail_sh, 0755);
+    /* a stand-in engine that misbehaves on purpose (python3; its cases skip without it) */
+    snprintf(F.fake_py, sizeof F.fake_py, "%s/fake-engine.py", F.dir);
+    f = fopen(F.fake_py, "w");
+    if (!f)
+        return -1;
+    fputs(FAKE_ENGINE, f);
+    fclose(f);
+    chmod(F.fake_py, 0755);
+    snprintf(F.fake_violate, sizeof F.fake_violate, "%s/violate.bin", F.dir);
+    snprintf(F.fake_badprops, sizeof F.fake_badprops, "%s/badprops.bin", F.dir);
+    snprintf(F.fake_bigprops, sizeof F.fake_bigprops, "%s/bigprops.bin", F.dir);
+    const char *fakes[] = {F.fake_violate, F.fake_badprops, F.fake_bigprops};
+    for (size_t i = 0; i < 3; i++) {
+        f = fopen(fakes[i], "w");
+        if (!f)
+            return -1;
+        fputs("not a model\n", f);
+        fclose(f);
+    }
 
     n_models = 0;
     models[n_models++] = (struct qr_llamacpp_model){
@@ -345,6 +415,12 @@ static int group_setup(void **state)
         .id = "test/llama-tiny", .gguf_path = F.tiny, .mode = QR_LLAMACPP_CHAT};
     models[n_models++] = (struct qr_llamacpp_model){
         .id = "test/bert-embed", .gguf_path = F.embed, .mode = QR_LLAMACPP_EMBED};
+    models[n_models++] =
+        (struct qr_llamacpp_model){.id = "fake/violate", .gguf_path = F.fake_violate};
+    models[n_models++] =
+        (struct qr_llamacpp_model){.id = "fake/badprops", .gguf_path = F.fake_badprops};
+    models[n_models++] =
+        (struct qr_llamacpp_model){.id = "fake/bigprops", .gguf_path = F.fake_bigprops};
 
     F.base = event_base_new();
     struct qr_diag d = {{0}};
@@ -1020,6 +1096,437 @@ static void test_engine_fails_to_start(void **state)
     assert_int_equal(pr.err, QR_ERR_CANCELLED);
 }
 
+/* ---- the engine's evidence (GET /props) and failing closed on it ---- */
+
+static void test_props_parse_hostile(void **state)
+{
+    struct qr_llamacpp_props pr;
+    struct qr_diag d = {{0}};
+    static const char *const bad[] = {
+        "",
+        "not json",
+        "[1,2]",
+        "{\"default_generation_settings\":{\"n_ctx\":512}}", /* no caps */
+        "{\"chat_template_caps\":[],\"default_generation_settings\":{\"n_ctx\":512}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{}}", /* no n_ctx */
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":0}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":-5}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":4294967296}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":\"512\"}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":512.5}}",
+        "{\"chat_template_caps\":{},\"default_generation_settings\":{\"n_ctx\":512}", /* cut */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&pr, 0xAB, sizeof pr);
+        if (qr_llamacpp_props_parse(bad[i], strlen(bad[i]), &pr, &d) != QR_ERR_PARSE)
+            fail_msg("accepted: %s", bad[i]);
+        assert_false(pr.valid);
+        assert_false(pr.caps[QR_LLAMACPP_TCAP_TOOLS]);
+        assert_int_equal(pr.n_ctx_slot, 0);
+    }
+    /* only a JSON true counts; a long path is cut on a character boundary; control bytes go */
+    char body[4096];
+    char path[1400];
+    size_t o = 0;
+    while (o + 2 < 1100)
+        o += (size_t) snprintf(path + o, sizeof path - o, "ß");
+    snprintf(body, sizeof body,
+             "{\"chat_template_caps\":{\"supports_tools\":\"true\",\"supports_system_role\":true,"
+             "\"supports_parallel_tool_calls\":1},\"modalities\":{\"vision\":true,\"audio\":null},"
+             "\"default_generation_settings\":{\"n_ctx\":2048},\"total_slots\":2,"
+             "\"build_info\":\"b1\\u0007x\",\"model_path\":\"%s\"}",
+             path);
+    assert_int_equal(qr_llamacpp_props_parse(body, strlen(body), &pr, &d), QR_OK);
+    assert_true(pr.valid);
+    assert_false(pr.caps[QR_LLAMACPP_TCAP_TOOLS]);
+    assert_false(pr.caps[QR_LLAMACPP_TCAP_PARALLEL_TOOL_CALLS]);
+    assert_true(pr.caps[QR_LLAMACPP_TCAP_SYSTEM_ROLE]);
+    assert_true(pr.vision);
+    assert_false(pr.audio);
+    assert_int_equal(pr.n_ctx_slot, 2048);
+    assert_int_equal(pr.total_slots, 2);
+    assert_string_equal(pr.build_info, "b1?x");
+    size_t pl = strlen(pr.model_path);
+    assert_true(pl > 1000 && pl < sizeof pr.model_path && pl % 2 == 0); /* whole "ß" only */
+    assert_string_equal(qr_llamacpp_tcap_name(QR_LLAMACPP_TCAP_TOOLS), "supports_tools");
+    /* larger than the cap: refused before parsing */
+    assert_int_equal(qr_llamacpp_props_parse(body, QR_LLAMACPP_PROPS_MAX_BYTES + 1, &pr, &d),
+                     QR_ERR_PARSE);
+}
+
+static void test_props_captured(void **state)
+{
+    NEED_ENGINE();
+    load_one("test/scripted", "Hallo");
+    load_one("test/llama-tiny", "hi");
+    struct qr_llamacpp_loaded s, t;
+    assert_true(loaded_row("test/scripted", &s));
+    assert_true(loaded_row("test/llama-tiny", &t));
+    assert_true(s.props.valid);
+    assert_false(s.props.pending);
+    assert_true(s.props.caps[QR_LLAMACPP_TCAP_TOOLS]);
+    assert_true(s.props.caps[QR_LLAMACPP_TCAP_TOOL_CALLS]);
+    assert_true(s.props.caps[QR_LLAMACPP_TCAP_PARALLEL_TOOL_CALLS]);
+    assert_true(s.props.caps[QR_LLAMACPP_TCAP_PRESERVE_REASONING]);
+    assert_true(s.props.caps[QR_LLAMACPP_TCAP_SYSTEM_ROLE]);
+    assert_false(s.props.vision);
+    assert_false(s.props.audio);
+    assert_int_equal(s.props.n_ctx_slot, 4096); /* -c 4096 -np 1 */
+    assert_int_equal(s.props.total_slots, 1);
+    assert_string_equal(s.props.model_path, F.scripted);
+    assert_true(strncmp(s.props.build_info, "b", 1) == 0 && strlen(s.props.build_info) > 1);
+    /* llama-tiny's template has no tool syntax */
+    assert_true(t.props.valid);
+    assert_false(t.props.caps[QR_LLAMACPP_TCAP_TOOLS]);
+    assert_false(t.props.caps[QR_LLAMACPP_TCAP_PARALLEL_TOOL_CALLS]);
+    assert_true(t.props.caps[QR_LLAMACPP_TCAP_SYSTEM_ROLE]);
+    print_message("/props: scripted supports_tools=%d parallel=%d n_ctx_slot=%u build %s; "
+                  "llama-tiny supports_tools=%d\n",
+                  s.props.caps[QR_LLAMACPP_TCAP_TOOLS],
+                  s.props.caps[QR_LLAMACPP_TCAP_PARALLEL_TOOL_CALLS], s.props.n_ctx_slot,
+                  s.props.build_info, t.props.caps[QR_LLAMACPP_TCAP_TOOLS]);
+
+    /* the same in the loaded-model JSON */
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *arr = yyjson_mut_arr(doc);
+    assert_int_equal(qr_llamacpp_loaded_json(F.b, doc, arr), QR_OK);
+    size_t i, max;
+    yyjson_mut_val *o;
+    bool seen = false;
+    yyjson_mut_arr_foreach(arr, i, max, o)
+    {
+        if (strcmp(yyjson_mut_get_str(yyjson_mut_obj_get(o, "model")), "test/scripted") != 0)
+            continue;
+        yyjson_mut_val *e = yyjson_mut_obj_get(o, "engine");
+        assert_true(yyjson_mut_get_bool(yyjson_mut_obj_get(e, "valid")));
+        yyjson_mut_val *caps = yyjson_mut_obj_get(e, "chat_template_caps");
+        assert_true(yyjson_mut_get_bool(yyjson_mut_obj_get(caps, "supports_tools")));
+        assert_true(
+            yyjson_mut_is_false(yyjson_mut_obj_get(yyjson_mut_obj_get(e, "modalities"), "vision")));
+        assert_int_equal(yyjson_mut_get_uint(yyjson_mut_obj_get(e, "n_ctx_slot")), 4096);
+        seen = true;
+    }
+    assert_true(seen);
+    yyjson_mut_doc_free(doc);
+}
+
+static void set_tools(struct run *r, bool both)
+{
+    r->tools[0] = (struct qr_tool){.name = QR_SLICE_LIT("get_weather"),
+                                   .description = QR_SLICE_LIT("weather"),
+                                   .parameters = QR_SLICE_LIT("{\"type\":\"object\"}")};
+    r->tools[1] = (struct qr_tool){.name = QR_SLICE_LIT("get_time"),
+                                   .description = QR_SLICE_LIT("time"),
+                                   .parameters = QR_SLICE_LIT("{\"type\":\"object\"}")};
+    r->req.tools = r->tools;
+    r->req.n_tools = both ? 2 : 1;
+}
+
+/* Lines of the engine's own log that start a task: proof of whether a request reached it. */
+static unsigned engine_tasks(const char *id)
+{
+    struct qr_llama_proc *p = qr_llamacpp_find_proc(F.b, id);
+    static char tail[1 << 16];
+    if (!p)
+        return 0;
+    qr_llama_proc_tail(p, 0, tail, sizeof tail);
+    unsigned n = 0;
+    for (const char *c = tail; (c = strstr(c, "launch_slot_")); c++)
+        n++;
+    return n;
+}
+
+static void test_tools_refused_without_tool_syntax(void **state)
+{
+    NEED_ENGINE();
+    load_one("test/llama-tiny", "hi");
+    struct qr_llamacpp_loaded before, after;
+    assert_true(loaded_row("test/llama-tiny", &before));
+    unsigned tasks = engine_tasks("test/llama-tiny");
+    assert_true(tasks >= 1);
+    struct run r;
+    run_init(&r, "test/llama-tiny", "Wie ist das Wetter?", QR_THINK_UNSET);
+    set_tools(&r, false);
+    struct qr_api_error err;
+    assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+    assert_int_equal(err.status, 422);
+    assert_string_equal(err.code, "capability_unsupported");
+    assert_non_null(strstr(err.message, "tools.calling"));
+    assert_non_null(strstr(err.message, "no tool syntax"));
+    assert_non_null(strstr(err.message, "silently drop the tools"));
+    print_message("tools refused: %s\n", err.message);
+    run_for(100);
+    assert_true(loaded_row("test/llama-tiny", &after));
+    assert_int_equal(after.requests, before.requests); /* never forwarded */
+    assert_int_equal(after.refused, before.refused + 1);
+    assert_int_equal(engine_tasks("test/llama-tiny"), tasks);
+    run_cleanup(&r);
+
+    /* tool_choice none: the tools are not asked for, the request is served */
+    run_init(&r, "test/llama-tiny", "hi", QR_THINK_UNSET);
+    set_tools(&r, false);
+    r.req.tool_choice.kind = QR_TOOL_CHOICE_NONE;
+    r.req.max_tokens = (struct qr_opt_i64){true, 4};
+    submit_wait(&r);
+    assert_false(r.ans.failed);
+    run_cleanup(&r);
+
+    /* not loaded yet: it loads, the evidence decides, the queued request gets START + ERROR
+     * and nothing reaches the engine */
+    assert_int_equal(qr_llamacpp_unload(F.b, "test/llama-tiny", NULL, NULL), QR_OK);
+    assert_true(wait_for(not_loaded, "test/llama-tiny", 10000));
+    run_init(&r, "test/llama-tiny", "Wie ist das Wetter?", QR_THINK_UNSET);
+    set_tools(&r, false);
+    submit_wait(&r);
+    assert_true(r.ans.failed);
+    assert_int_equal(r.ans.error_status, 422);
+    assert_string_equal(buf_str(&r.ans.error_code), "capability_unsupported");
+    assert_non_null(strstr(buf_str(&r.ans.error_message), "tools.calling"));
+    assert_true(loaded_row("test/llama-tiny", &after));
+    assert_int_equal(after.requests, 0);
+    assert_int_equal(after.refused, 1);
+    assert_int_equal(engine_tasks("test/llama-tiny"), 0);
+    run_cleanup(&r);
+
+    /* image and audio parts: the engine reports neither modality for the scripted model */
+    load_one("test/scripted", "Hallo");
+    static const enum qr_part_kind kinds[] = {QR_PART_IMAGE, QR_PART_AUDIO};
+    static const char *const names[] = {"multimodal.vision", "multimodal.audio"};
+    for (int k = 0; k < 2; k++) {
+        run_init(&r, "test/scripted", "Was siehst du?", QR_THINK_OFF);
+        r.media = (struct qr_part){.kind = kinds[k], .data = QR_SLICE_LIT("AAAA")};
+        struct qr_part parts[2] = {r.part, r.media};
+        r.msg.parts = parts;
+        r.msg.n_parts = 2;
+        assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+        assert_int_equal(err.status, 422);
+        assert_string_equal(err.code, "capability_unsupported");
+        assert_non_null(strstr(err.message, names[k]));
+        run_cleanup(&r);
+    }
+}
+
+static void test_parallel_false_delivers_one_call(void **state)
+{
+    NEED_ENGINE();
+    load_one("test/scripted", "Hallo");
+    /* the engine returns two calls for [[parallel]] (it does not enforce the flag) */
+    struct run r;
+    run_init(&r, "test/scripted", "Wetter und Uhrzeit [[parallel]]", QR_THINK_OFF);
+    set_tools(&r, true);
+    submit_wait(&r);
+    assert_false(r.ans.failed);
+    assert_int_equal(r.ans.n_calls, 2);
+    run_cleanup(&r);
+
+    struct qr_llamacpp_loaded before, after;
+    assert_true(loaded_row("test/scripted", &before));
+    run_init(&r, "test/scripted", "Wetter und Uhrzeit [[parallel]]", QR_THINK_OFF);
+    set_tools(&r, true);
+    r.req.parallel_tool_calls = QR_FALSE;
+    submit_wait(&r);
+    assert_false(r.ans.failed);
+    assert_true(r.ans.done);
+    assert_int_equal(r.ans.finish, QR_FINISH_TOOL_CALLS);
+    assert_int_equal(r.ans.n_calls, 1);
+    assert_string_equal(buf_str(&r.ans.calls[0].name), "get_weather");
+    assert_string_equal(buf_str(&r.ans.calls[0].arguments), WEATHER);
+    assert_true(r.ans.calls[0].ended);
+    assert_true(loaded_row("test/scripted", &after));
+    assert_int_equal(after.tool_calls_dropped, before.tool_calls_dropped + 1);
+    run_cleanup(&r);
+}
+
+static void test_named_tool_choice(void **state)
+{
+    NEED_ENGINE();
+    load_one("test/scripted", "Hallo");
+    /* the script calls get_weather; the client names get_time: the engine is offered only
+     * get_time, so whatever it calls, no call to another tool reaches the client */
+    struct run r;
+    run_init(&r, "test/scripted", "Wie ist das Wetter?", QR_THINK_OFF);
+    set_tools(&r, true);
+    r.req.tool_choice = (struct qr_tool_choice){QR_TOOL_CHOICE_FUNCTION, QR_SLICE_LIT("get_time")};
+    r.req.max_tokens = (struct qr_opt_i64){true, 300};
+    submit_wait(&r);
+    print_message("named tool_choice get_time on a get_weather script: %s, %zu call(s), first "
+                  "'%s' %s, finish %s %s\n",
+                  r.ans.failed ? "error" : "done", r.ans.n_calls,
+                  r.ans.n_calls ? buf_str(&r.ans.calls[0].name) : "-",
+                  r.ans.n_calls ? buf_str(&r.ans.calls[0].arguments) : "",
+                  qr_finish_str(r.ans.finish), buf_str(&r.ans.error_code));
+    if (r.ans.failed)
+        assert_string_equal(buf_str(&r.ans.error_code), "tool_choice_violated");
+    else
+        assert_true(r.ans.n_calls >= 1);
+    for (size_t i = 0; i < r.ans.n_calls; i++)
+        assert_string_equal(buf_str(&r.ans.calls[i].name), "get_time");
+    run_cleanup(&r);
+
+    /* naming get_weather: the script's own call comes back unchanged */
+    run_init(&r, "test/scripted", "Wie ist das Wetter?", QR_THINK_OFF);
+    set_tools(&r, true);
+    r.req.tool_choice =
+        (struct qr_tool_choice){QR_TOOL_CHOICE_FUNCTION, QR_SLICE_LIT("get_weather")};
+    submit_wait(&r);
+    assert_false(r.ans.failed);
+    assert_int_equal(r.ans.n_calls, 1);
+    assert_string_equal(buf_str(&r.ans.calls[0].name), "get_weather");
+    assert_string_equal(buf_str(&r.ans.calls[0].arguments), WEATHER);
+    run_cleanup(&r);
+
+    /* a name the request does not offer is refused before anything is sent */
+    run_init(&r, "test/scripted", "Wie ist das Wetter?", QR_THINK_OFF);
+    set_tools(&r, false);
+    r.req.tool_choice = (struct qr_tool_choice){QR_TOOL_CHOICE_FUNCTION, QR_SLICE_LIT("get_time")};
+    struct qr_api_error err;
+    assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.message, "'get_time'"));
+    run_cleanup(&r);
+}
+
+static void test_context_admission(void **state)
+{
+    NEED_ENGINE();
+    unload_all();
+    /* not loaded: refused against the plan (-c 4096 -np 1), nothing starts */
+    struct run r;
+    run_init(&r, "test/scripted", "Hallo", QR_THINK_OFF);
+    r.req.context_len = (struct qr_opt_i64){true, 8192};
+    struct qr_api_error err;
+    assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+    assert_int_equal(err.status, 422);
+    assert_string_equal(err.code, "context_exceeded");
+    assert_non_null(strstr(err.message, "8192"));
+    assert_non_null(strstr(err.message, "4096"));
+    assert_int_equal(qr_llamacpp_loaded_list(F.b, NULL, 0), 0);
+    print_message("context admission: %s\n", err.message);
+    run_cleanup(&r);
+    /* what fits is served, by the same process */
+    run_init(&r, "test/scripted", "Hallo", QR_THINK_OFF);
+    r.req.context_len = (struct qr_opt_i64){true, 4096};
+    submit_wait(&r);
+    assert_false(r.ans.failed);
+    assert_string_equal(buf_str(&r.ans.content), GREETING);
+    run_cleanup(&r);
+    /* loaded: refused against the engine's own figure */
+    run_init(&r, "test/scripted", "Hallo", QR_THINK_OFF);
+    r.req.context_len = (struct qr_opt_i64){true, 4097};
+    assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+    assert_string_equal(err.code, "context_exceeded");
+    assert_non_null(strstr(err.message, "reported by the engine"));
+    assert_int_equal(qr_llamacpp_loaded_list(F.b, NULL, 0), 1);
+    run_cleanup(&r);
+}
+
+static void test_engine_context_exceeded(void **state)
+{
+    NEED_ENGINE();
+    unload_all();
+    struct qr_llamacpp_options o = base_options(ENGINE);
+    o.ctx = 256;
+    struct qr_diag d = {{0}};
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+    static char prompt[5000];
+    size_t n = 0;
+    while (n + 12 < sizeof prompt)
+        n += (size_t) snprintf(prompt + n, sizeof prompt - n, "hallo welt ");
+    struct run r;
+    run_init(&r, "test/scripted", prompt, QR_THINK_OFF);
+    r.req.max_tokens = (struct qr_opt_i64){true, 8};
+    submit_wait(&r);
+    assert_true(r.ans.failed);
+    assert_false(r.ans.done);
+    print_message("engine context error: %d %s: %s\n", r.ans.error_status,
+                  buf_str(&r.ans.error_code), buf_str(&r.ans.error_message));
+    assert_int_equal(r.ans.error_status, 422);
+    assert_string_equal(buf_str(&r.ans.error_code), "context_exceeded");
+    assert_non_null(strstr(buf_str(&r.ans.error_message), "exceeds the available context size"));
+    assert_non_null(strstr(buf_str(&r.ans.error_message), "256 tokens per slot"));
+    assert_false(r.ans.error_retryable);
+    run_cleanup(&r);
+    unload_all();
+    o = base_options(ENGINE);
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+}
+
+static bool have_python(void)
+{
+    return access("/usr/bin/python3", X_OK) == 0 || access("/usr/local/bin/python3", X_OK) == 0;
+}
+
+/* What the Runtime guarantees when the engine misbehaves: a call to a tool other than the named
+ * one never reaches the client; without usable evidence tools are refused. */
+static void test_fake_engine_guards(void **state)
+{
+    if (!have_python())
+        skip();
+    struct qr_backend *keep = F.b;
+    struct qr_backend_env env = {F.base, F.http, &F.cfg};
+    struct qr_diag d = {{0}};
+    assert_int_equal(qr_backend_new(&qr_backend_llamacpp, &env, &d, &F.b), QR_OK);
+    struct qr_llamacpp_options o = base_options(F.fake_py);
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+
+    /* named tool_choice: the engine is offered only get_time with tool_choice "required" */
+    struct run r;
+    run_init(&r, "fake/violate", "Wetter?", QR_THINK_OFF);
+    set_tools(&r, true);
+    r.req.tool_choice = (struct qr_tool_choice){QR_TOOL_CHOICE_FUNCTION, QR_SLICE_LIT("get_time")};
+    submit_wait(&r);
+    print_message("fake engine calls get_weather under tool_choice get_time: %d %s: %s\n",
+                  r.ans.error_status, buf_str(&r.ans.error_code), buf_str(&r.ans.error_message));
+    assert_true(r.ans.failed);
+    assert_int_equal(r.ans.n_calls, 0); /* the wrong call was not delivered */
+    assert_string_equal(buf_str(&r.ans.error_code), "tool_choice_violated");
+    assert_non_null(strstr(buf_str(&r.ans.error_message), "'get_weather'"));
+    assert_non_null(strstr(buf_str(&r.ans.error_message), "'get_time'"));
+    char path[160], sent[4096] = "";
+    snprintf(path, sizeof path, "%s.req", F.fake_violate);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(sent, 1, sizeof sent - 1, f);
+    fclose(f);
+    sent[n] = '\0';
+    yyjson_doc *doc = yyjson_read(sent, n, 0);
+    assert_non_null(doc);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    yyjson_val *tools = yyjson_obj_get(root, "tools");
+    assert_int_equal(yyjson_arr_size(tools), 1);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(
+                            yyjson_obj_get(yyjson_arr_get_first(tools), "function"), "name")),
+                        "get_time");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "tool_choice")), "required");
+    yyjson_doc_free(doc);
+    run_cleanup(&r);
+
+    /* /props that is not JSON, or too large: tools are refused naming why, text is served */
+    static const char *const bad[] = {"fake/badprops", "fake/bigprops"};
+    for (int i = 0; i < 2; i++) {
+        run_init(&r, bad[i], "Wetter?", QR_THINK_OFF);
+        set_tools(&r, false);
+        submit_wait(&r);
+        assert_true(r.ans.failed);
+        assert_string_equal(buf_str(&r.ans.error_code), "capability_unsupported");
+        assert_non_null(strstr(buf_str(&r.ans.error_message), "tools.calling"));
+        assert_non_null(strstr(buf_str(&r.ans.error_message), "GET /props"));
+        print_message("%s: %s\n", bad[i], buf_str(&r.ans.error_message));
+        run_cleanup(&r);
+        struct qr_llamacpp_loaded row;
+        assert_true(loaded_row(bad[i], &row));
+        assert_false(row.props.valid);
+        assert_int_equal(row.requests, 0);
+        run_init(&r, bad[i], "hi", QR_THINK_OFF);
+        submit_wait(&r);
+        assert_false(r.ans.failed);
+        assert_string_equal(buf_str(&r.ans.content), "ok");
+        run_cleanup(&r);
+    }
+    qr_backend_free(F.b);
+    F.b = keep;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1036,6 +1543,14 @@ int main(void)
         cmocka_unit_test(test_cancel_frees_slot),
         cmocka_unit_test(test_broken_transfer_without_crash),
         cmocka_unit_test(test_load_queue_bounded),
+        cmocka_unit_test(test_props_parse_hostile),
+        cmocka_unit_test(test_props_captured),
+        cmocka_unit_test(test_tools_refused_without_tool_syntax),
+        cmocka_unit_test(test_parallel_false_delivers_one_call),
+        cmocka_unit_test(test_named_tool_choice),
+        cmocka_unit_test(test_context_admission),
+        cmocka_unit_test(test_engine_context_exceeded),
+        cmocka_unit_test(test_fake_engine_guards),
         cmocka_unit_test(test_engine_fails_to_start),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
