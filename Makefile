@@ -12,7 +12,7 @@ all: release
 
 help:
 	@echo "make            build the release binary (build/release/quantum-runtime)"
-	@echo "make run        set up what is missing, build, generate the demo models, serve on 127.0.0.1:11450"
+	@echo "make run        set up what is missing, build, generate the demo models, serve them with llama.cpp on 127.0.0.1:11450"
 	@echo "make test       set up what is missing, build, run every test (release + ASan/UBSan)"
 	@echo "make debug|asan|fuzz   other build presets (build/<preset>)"
 	@echo "make bench      proxy-path latency benchmark (bench/README.md)"
@@ -42,8 +42,10 @@ demo-models: release
 	@build/release/tests/fixtures/qr-gen-fixtures $(DEMO_MODELS) bert-embed-tiny.gguf >/dev/null
 	@echo "demo models in $(DEMO_MODELS): $$(cd $(DEMO_MODELS) && ls *.gguf | tr '\n' ' ')"
 
+# The Runtime runs llama-server itself (backend=llama.cpp, docs/LLAMACPP.md): the demo models load
+# on their first request and unload after keep_alive (5m) idle.
 run: setup release demo-models
-	build/release/quantum-runtime serve --models-dir $(DEMO_MODELS)
+	build/release/quantum-runtime serve --backend llama.cpp --models-dir $(DEMO_MODELS)
 
 test: setup
 	@$(MAKE) --no-print-directory format-check

@@ -19,6 +19,7 @@ struct qr_cap_descriptor;
 struct qr_http_client;
 struct qr_http_req;
 struct qr_http_server;
+struct qr_llamacpp_glue;
 struct qr_route_backend;
 struct qr_router_env;
 struct yyjson_mut_doc;
@@ -37,7 +38,8 @@ struct qr_app {
                                        state is refreshed from backend->state on use); NULL when
                                        the adapter's descriptor is invalid */
     struct event *sig_term, *sig_int, *sig_hup, *shutdown_tick; /* owned */
-    void *infers; /* live canonical-contract requests (infer.c), for shutdown */
+    void *infers;                   /* live canonical-contract requests (infer.c), for shutdown */
+    struct qr_llamacpp_glue *llama; /* owned: backend=llama.cpp state (llamacpp_glue.h) */
     bool shutting_down;
     uint64_t shutdown_deadline_us;
     int exit_code;
@@ -78,6 +80,11 @@ void qr_api_ollama(struct qr_app *app, struct qr_http_req *req);
  * answer in the same protocol. legacy_embeddings selects Ollama's /api/embeddings form. */
 void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol proto,
                   enum qr_op op, bool legacy_embeddings);
+
+/* Does a model policy govern this model name on the configured backend (a registry manifest
+ * whose plan matches at least one policy for this host)? Such Ollama requests take the planned
+ * canonical path even where the backend could pass them through byte for byte. */
+bool qr_api_infer_governed(struct qr_app *app, const char *model);
 
 /* Shutdown bound reached: end every canonical-contract request still running -- streams with
  * finish reason "cancelled" (an in-band end, never a silent close), others with 503. Returns how

@@ -11,7 +11,9 @@
 
 #include "api/api.h"
 #include "api/catalog.h"
+#include "api/llamacpp_glue.h"
 #include "backend/backend.h"
+#include "backend/llamacpp/llamacpp.h"
 #include "build_info.h"
 #include "core/http_client.h"
 #include "core/http_server.h"
@@ -161,14 +163,18 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
         goto fail;
     qr_http_client_set_curl_only(app->client, strcmp(cfg->http_client, "curl") == 0);
     struct qr_backend_env env = {.base = base, .http = app->client, .config = cfg};
-    const struct qr_backend_vtable *vt =
-        strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai : &qr_backend_ollama;
+    const struct qr_backend_vtable *vt = qr_api_llamacpp_selected(cfg) ? &qr_backend_llamacpp
+                                         : strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai
+                                                                               : &qr_backend_ollama;
     if ((err = qr_backend_new(vt, &env, diag, &app->backend)))
         goto fail;
     if ((err = qr_catalog_load(cfg, NULL, &app->catalog))) {
         qr_diag_set(diag, err, "cannot load the model catalog");
         goto fail;
     }
+    /* the runtime runs llama-server itself: resolver over the catalog, crashes into the store */
+    if (vt == &qr_backend_llamacpp && (err = qr_api_llamacpp_init(app, diag)))
+        goto fail;
     qr_api_descriptor_init(app);
     if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
         goto fail;
@@ -210,6 +216,7 @@ void qr_app_cleanup(struct qr_app *app)
     if (app->http)
         qr_http_server_free(app->http);
     qr_backend_free(app->backend);
+    qr_api_llamacpp_cleanup(app); /* after the backend: its last crashes are recorded */
     if (app->client)
         qr_http_client_free(app->client);
     qr_catalog_free(app->catalog);

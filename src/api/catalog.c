@@ -166,6 +166,20 @@ static void load_builtins(struct qr_catalog *c)
     }
 }
 
+/* A deployment profile's model.target must name a registry model (a problem, not fatal: /v1/route
+ * then answers model_not_found for it). */
+static void check_profile_targets(struct qr_catalog *c)
+{
+    for (size_t i = 0; i < qr_profile_set_count(c->profiles); i++) {
+        const struct qr_profile *p = qr_profile_set_at(c->profiles, i);
+        if (!p->target || qr_registry_find(c->registry, p->target))
+            continue;
+        char msg[400];
+        snprintf(msg, sizeof(msg), "model.target: '%.200s' is not in the registry", p->target);
+        add_problem(c, p->file ? p->file : p->id, msg);
+    }
+}
+
 /* mkdir -p for the state directory (the sha256 cache lives there); failures only cost the cache. */
 static void make_dirs(const char *path)
 {
@@ -251,6 +265,7 @@ enum qr_err qr_catalog_load(const struct qr_config *cfg, const struct qr_catalog
     discover(c, cfg);
     if (previous)
         carry_remotes(c, previous);
+    check_profile_targets(c);
     size_t n_reg = 0, n_total = 0;
     const struct qr_reg_problem *pr = qr_registry_problems(c->registry, &n_reg, &n_total);
     for (size_t i = 0; i < n_reg; i++)

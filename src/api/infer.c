@@ -23,6 +23,17 @@
 #include "core/log.h"
 #include "router/router.h"
 
+/* Knobs a model policy keeps off the engine that the Runtime honours itself, applied to the
+ * engine's events before the client encoder sees them (docs/POLICY.md "In the request path"). */
+struct guard {
+    bool active;
+    int64_t max_tokens;           /* > 0: end with finish length after this many generated tokens */
+    int64_t produced;             /* tokens generated so far (one per content/reasoning delta) */
+    const struct qr_slice *stops; /* borrowed from creq: end with finish stop at the first match */
+    size_t n_stops;
+    struct qr_buf held; /* content held back: a suffix that may begin a stop sequence */
+};
+
 struct infer {
     struct infer *prev, *next; /* app->infers */
     struct qr_app *app;
@@ -31,8 +42,10 @@ struct infer {
     enum qr_op op;
     bool legacy_embeddings;
     struct qr_arena arena;
-    struct qr_request creq;
-    struct qr_job *job; /* NULL once finished */
+    struct qr_request creq; /* as the client sent it (decoded) */
+    struct qr_request ereq; /* what the engine gets: creq after the plan's effective parameters */
+    struct guard guard;     /* what the Runtime honours itself on the engine's output */
+    struct qr_job *job;     /* NULL once finished */
     union {
         struct qr_openai_enc oa;
         struct qr_ollama_enc ol;
@@ -65,6 +78,7 @@ static void infer_free(struct infer *in)
         qr_ollama_enc_cleanup(&in->enc.ol);
     qr_answer_cleanup(&in->answer);
     qr_buf_cleanup(&in->out);
+    qr_buf_cleanup(&in->guard.held);
     qr_arena_cleanup(&in->arena);
     free(in);
 }
@@ -250,11 +264,141 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
     return QR_OK;
 }
 
+/* One event to the client side. `in` is freed after DONE or ERROR and after a non-QR_OK return. */
+static enum qr_err deliver(struct infer *in, const struct qr_event *ev)
+{
+    note_meta(in, ev);
+    return streaming(in) ? on_stream_event(in, ev) : on_whole_event(in, ev);
+}
+
+/* ---- what the Runtime honours itself (the plan's stripped num_predict and stop) ---- */
+
+/* Content the guard held back goes out (nothing of it matched a stop sequence). */
+static enum qr_err guard_release(struct infer *in, size_t n)
+{
+    struct guard *g = &in->guard;
+    if (!n)
+        return QR_OK;
+    struct qr_event ev = {.type = QR_EV_CONTENT};
+    ev.text = (struct qr_slice){g->held.ptr, n};
+    enum qr_err err = deliver(in, &ev);
+    if (err)
+        return err; /* in is freed */
+    memmove(g->held.ptr, g->held.ptr + n, g->held.len - n);
+    g->held.len -= n;
+    return QR_OK;
+}
+
+/* End the answer here as the engine would have: the generated-token count as usage, then DONE
+ * with finish (length or stop). The engine's job is stopped by the QR_ERR_CANCELLED return (the
+ * job stops reading and frees itself; no further event arrives). */
+static enum qr_err guard_end(struct infer *in, enum qr_finish finish)
+{
+    struct qr_event ev = {.type = QR_EV_USAGE};
+    qr_usage_init(&ev.usage);
+    ev.usage.completion_tokens = in->guard.produced;
+    QR_LOG(QR_LOG_DEBUG, "runtime ended the answer", QR_LF_S("finish", qr_finish_str(finish)),
+           QR_LF_N("tokens", (uint64_t) in->guard.produced));
+    if (deliver(in, &ev))
+        return QR_ERR_CANCELLED; /* in is freed */
+    memset(&ev, 0, sizeof(ev));
+    ev.type = QR_EV_DONE;
+    ev.finish = finish;
+    ev.raw_finish = qr_slice_str(qr_finish_str(finish));
+    (void) deliver(in, &ev); /* frees in */
+    return QR_ERR_CANCELLED;
+}
+
+/* Length of the longest suffix of text that is a proper prefix of some stop sequence. */
+static size_t stop_prefix_tail(const struct guard *g, const char *text, size_t len)
+{
+    size_t best = 0;
+    for (size_t s = 0; s < g->n_stops; s++) {
+        size_t sl = g->stops[s].len;
+        if (!sl)
+            continue;
+        for (size_t k = sl > len + 1 ? len : sl - 1; k > best; k--) {
+            if (!memcmp(text + len - k, g->stops[s].ptr, k)) {
+                best = k;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+/* The earliest match of any stop sequence in text, or SIZE_MAX. */
+static size_t stop_find(const struct guard *g, const char *text, size_t len)
+{
+    size_t at = SIZE_MAX;
+    for (size_t s = 0; s < g->n_stops; s++) {
+        size_t sl = g->stops[s].len;
+        for (size_t i = 0; sl && i + sl <= len && i < at; i++) {
+            if (!memcmp(text + i, g->stops[s].ptr, sl)) {
+                at = i;
+                break;
+            }
+        }
+    }
+    return at;
+}
+
+/* A content delta under stop scanning: what cannot begin a stop sequence goes out; a match ends
+ * the answer before the stop text (the stop text itself is never sent). */
+static enum qr_err guard_content(struct infer *in, const struct qr_event *ev, bool *ended)
+{
+    struct guard *g = &in->guard;
+    *ended = false;
+    if (qr_buf_append(&g->held, ev->text.ptr ? ev->text.ptr : "", ev->text.len)) {
+        struct qr_event fail = {.type = QR_EV_ERROR, .status = 500};
+        fail.code = QR_SLICE_LIT("internal_error");
+        fail.message = QR_SLICE_LIT("out of memory while scanning for stop sequences");
+        *ended = true;
+        (void) deliver(in, &fail); /* frees in */
+        return QR_ERR_CANCELLED;
+    }
+    size_t at = stop_find(g, g->held.ptr, g->held.len);
+    if (at != SIZE_MAX) {
+        *ended = true;
+        g->held.len = at;
+        if (guard_release(in, at))
+            return QR_ERR_CANCELLED;
+        return guard_end(in, QR_FINISH_STOP);
+    }
+    return guard_release(in, g->held.len - stop_prefix_tail(g, g->held.ptr, g->held.len));
+}
+
+static enum qr_err guard_event(struct infer *in, const struct qr_event *ev)
+{
+    struct guard *g = &in->guard;
+    enum qr_err err;
+    bool generated = ev->type == QR_EV_CONTENT || ev->type == QR_EV_REASONING;
+    if (generated && ev->text.len)
+        g->produced++;
+    if (ev->type == QR_EV_CONTENT && g->n_stops) {
+        bool ended;
+        if ((err = guard_content(in, ev, &ended)) != QR_OK || ended)
+            return err ? err : QR_ERR_CANCELLED;
+    } else {
+        /* anything else first releases held content, so the order of the answer is kept */
+        if (ev->type != QR_EV_START && ev->type != QR_EV_META && g->held.len &&
+            (err = guard_release(in, g->held.len)) != QR_OK)
+            return err;
+        if ((err = deliver(in, ev)) != QR_OK || ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR)
+            return err;
+    }
+    if (generated && g->max_tokens > 0 && g->produced >= g->max_tokens) {
+        if (g->held.len && guard_release(in, g->held.len))
+            return QR_ERR_CANCELLED;
+        return guard_end(in, QR_FINISH_LENGTH);
+    }
+    return QR_OK;
+}
+
 static enum qr_err on_event(void *arg, const struct qr_event *ev)
 {
     struct infer *in = arg;
-    note_meta(in, ev);
-    return streaming(in) ? on_stream_event(in, ev) : on_whole_event(in, ev);
+    return in->guard.active ? guard_event(in, ev) : deliver(in, ev);
 }
 
 static void on_client_gone(struct qr_http_req *req, void *arg)
@@ -314,6 +458,136 @@ static enum qr_err route_passthrough(struct infer *in, const char *model,
         return refuse_capability(e, msg);
     }
     qr_http_resp_header(in->req, "X-Quantum-Backend", in->app->backend->vt->id);
+    in->ereq = in->creq; /* no plan: the request reaches the engine as the client sent it */
+    return QR_OK;
+}
+
+/* ---- the plan's effective parameters reach the engine (docs/POLICY.md "In the request path") ----
+ */
+
+#define POLICY_LOG_MAX 600 /* bytes of the decisions summary in the log line */
+
+/* The policy's own stop value (a string or an array of strings) as the engine's stop list. */
+static enum qr_err policy_stops(struct infer *in, yyjson_val *v)
+{
+    size_t n = yyjson_is_arr(v) ? yyjson_arr_size(v) : yyjson_is_str(v) ? 1 : 0;
+    struct qr_slice *out = n ? qr_arena_array(&in->arena, n, sizeof(*out)) : NULL;
+    if (n && !out)
+        return QR_ERR_NOMEM;
+    size_t k = 0;
+    if (yyjson_is_str(v)) {
+        out[k++] = qr_arena_dup(&in->arena, yyjson_get_str(v), yyjson_get_len(v));
+    } else {
+        size_t i, max;
+        yyjson_val *it;
+        yyjson_arr_foreach(v, i, max, it)
+        {
+            if (yyjson_is_str(it))
+                out[k++] = qr_arena_dup(&in->arena, yyjson_get_str(it), yyjson_get_len(it));
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        if (!out[i].ptr)
+            return QR_ERR_NOMEM;
+    in->ereq.stop = out;
+    in->ereq.n_stop = k;
+    return QR_OK;
+}
+
+/* Log what the policies decided ("name=action" for every knob not simply forwarded) and, loudly,
+ * every knob that reached the engine only because the experimental gate is set. */
+static void log_policy(struct infer *in, const struct qr_policy_effective *eff, const char *ids)
+{
+    char decided[POLICY_LOG_MAX] = "", gated[POLICY_LOG_MAX] = "";
+    size_t nd = 0, ng = 0;
+    for (size_t i = 0; i < eff->n_decisions; i++) {
+        const struct qr_knob_decision *d = &eff->decisions[i];
+        if (d->experimental && d->action == QR_KNOB_FORWARD && ng < sizeof(gated))
+            ng += (size_t) snprintf(gated + ng, sizeof(gated) - ng, "%s%s", ng ? "," : "", d->name);
+        if (d->action != QR_KNOB_FORWARD && nd < sizeof(decided))
+            nd += (size_t) snprintf(decided + nd, sizeof(decided) - nd, "%s%s=%s", nd ? "," : "",
+                                    d->name, qr_knob_action_str(d->action));
+    }
+    const char *rid = in->req ? qr_http_req_id(in->req) : "";
+    const char *ds = decided, *gs = gated; /* QR_LF_S tests its value for NULL */
+    QR_LOG(QR_LOG_INFO, "model policy applied", QR_LF_S("request_id", rid),
+           QR_LF_S("policies", ids), QR_LF_S("decisions", ds),
+           QR_LF_B("experimental_gate", eff->experimental_gate));
+    if (ng)
+        QR_LOG(QR_LOG_WARN, "experimental gate: unverified knobs forwarded to the engine",
+               QR_LF_S("request_id", rid), QR_LF_S("policies", ids), QR_LF_S("knobs", gs));
+}
+
+/* A requested context above what the policy or the model allows: 422 context_exceeded naming
+ * both numbers. */
+static enum qr_err refuse_context(struct qr_api_error *e, const char *model, uint64_t requested,
+                                  uint64_t limit, const char *whose)
+{
+    return qr_api_error_set(e, QR_ERR_INVALID, 422, "context_exceeded", "",
+                            "model '%.200s': the requested context of %llu tokens exceeds the "
+                            "limit of %llu tokens (%s)",
+                            model, (unsigned long long) requested, (unsigned long long) limit,
+                            whose);
+}
+
+/* Build the engine's request from the client's and the plan: only the plan's decisions reach the
+ * backend codec (stripped knobs removed, filled/overridden values set), and what the Runtime
+ * honours itself is armed in the guard. The client's request (creq) stays as decoded. */
+static enum qr_err apply_plan(struct infer *in, const struct qr_route_plan *plan,
+                              struct qr_api_error *e)
+{
+    const struct qr_policy_effective *eff = plan->effective;
+    in->ereq = in->creq;
+    if (!eff)
+        return QR_OK;
+    const char *id = plan->canonical_model_id;
+    if (eff->context_over_limit)
+        return refuse_context(e, id, (uint64_t) in->creq.context_len.v, eff->context_limit,
+                              "model policy");
+    struct qr_request *r = &in->ereq;
+    r->sampling = eff->sampling;
+    r->max_tokens = eff->max_tokens;
+    r->context_len = eff->context_len;
+    if (!eff->forward_stop) {
+        r->stop = NULL;
+        r->n_stop = 0;
+        if (eff->stop_value && policy_stops(in, eff->stop_value))
+            return qr_api_error_set(e, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < in->creq.n_extra_options && i < QR_POLICY_MAX_EXTRAS; i++)
+        kept += eff->extra_forward[i];
+    r->extra_options = kept ? qr_arena_array(&in->arena, kept, sizeof(*r->extra_options)) : NULL;
+    if (kept && !r->extra_options)
+        return qr_api_error_set(e, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+    r->n_extra_options = 0;
+    for (size_t i = 0; i < in->creq.n_extra_options && i < QR_POLICY_MAX_EXTRAS; i++)
+        if (eff->extra_forward[i])
+            r->extra_options[r->n_extra_options++] = in->creq.extra_options[i];
+
+    /* what the Runtime does itself */
+    struct guard *g = &in->guard;
+    if (eff->runtime_max_tokens.set && eff->runtime_max_tokens.v > 0)
+        g->max_tokens = eff->runtime_max_tokens.v;
+    if (eff->runtime_stop && in->creq.n_stop) {
+        g->stops = in->creq.stop;
+        g->n_stops = in->creq.n_stop;
+    }
+    g->active = g->max_tokens > 0 || g->n_stops > 0;
+    if (g->active && in->op != QR_OP_EMBED)
+        r->stream = true; /* counted and scanned per delta; a whole answer is aggregated here */
+
+    if (eff->n_policies) {
+        char ids[1024] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < eff->n_policies && used < sizeof(ids); i++)
+            used += (size_t) snprintf(ids + used, sizeof(ids) - used, "%s%s", i ? "," : "",
+                                      eff->policy_ids[i]);
+        qr_http_resp_header(in->req, "X-Quantum-Policy", ids);
+        log_policy(in, eff, ids);
+    } else if (eff->experimental_gate) {
+        log_policy(in, eff, "");
+    }
     return QR_OK;
 }
 
@@ -349,18 +623,40 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     if (plan.status == QR_ROUTE_OK) {
         qr_http_resp_header(in->req, "X-Quantum-Backend", plan.backend_id);
         qr_http_resp_header(in->req, "X-Quantum-Model", plan.canonical_model_id);
+        struct qr_slice asked = in->creq.model;
         if (plan.served_name && strcmp(plan.served_name, model)) {
             struct qr_slice served =
                 qr_arena_dup(&in->arena, plan.served_name, strlen(plan.served_name));
             if (served.ptr)
                 in->creq.model = served;
         }
-        err = QR_OK;
+        err = apply_plan(in, &plan, e);
+        /* a managed engine (llama.cpp) is asked for the artifact by its URI; the client's
+         * answers keep the name it asked for */
+        if (plan.served_name &&
+            (!strncmp(plan.served_name, "models:", 7) || !strncmp(plan.served_name, "file:", 5)))
+            in->creq.model = asked;
     } else if (!in_play) {
         /* the configured backend serves none of the model's artifacts (or is down): the name
          * goes through as the client wrote it and the engine decides */
         qr_route_plan_cleanup(&plan);
         return route_passthrough(in, model, q.required, e);
+    } else if (plan.status == QR_ROUTE_CONTEXT_EXCEEDED) {
+        /* the numbers: the requested size and the largest any in-play candidate could serve */
+        uint64_t limit = 0;
+        const char *whose = "model native maximum";
+        for (size_t i = 0; i < plan.n_candidates; i++) {
+            const struct qr_route_context *c = &plan.candidates[i].context;
+            if (!plan.candidates[i].in_play)
+                continue;
+            uint64_t l = c->native_max;
+            if (c->backend_max && (!l || c->backend_max < l)) {
+                l = c->backend_max;
+                whose = "backend context";
+            }
+            limit = l > limit ? l : limit;
+        }
+        err = refuse_context(e, plan.canonical_model_id, q.context, limit, whose);
     } else {
         qr_route_plan_message(&plan, &diag);
         if (plan.status == QR_ROUTE_NO_COMPATIBLE)
@@ -371,6 +667,24 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     }
     qr_route_plan_cleanup(&plan);
     return err ? err : QR_OK;
+}
+
+bool qr_api_infer_governed(struct qr_app *app, const char *model)
+{
+    struct qr_catalog_model cm;
+    qr_catalog_model_find(app->catalog, model, &cm);
+    if (cm.known != QR_KNOWN_MANIFEST)
+        return false;
+    struct qr_route_backend rb;
+    struct qr_router_env env;
+    qr_api_route_env(app, &rb, &env);
+    struct qr_route_query q = {.model = model};
+    struct qr_route_plan plan;
+    struct qr_diag diag = {{0}};
+    (void) qr_router_plan(&env, &q, &plan, &diag);
+    bool governed = plan.status == QR_ROUTE_OK && plan.n_policies > 0;
+    qr_route_plan_cleanup(&plan);
+    return governed;
 }
 
 static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
@@ -410,7 +724,7 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
     if (route(in, &e))
         goto fail;
     qr_http_resp_set_drain_cb(req, on_drain, in);
-    if (qr_backend_submit(b, &in->creq, on_event, in, &in->job, &e))
+    if (qr_backend_submit(b, &in->ereq, on_event, in, &in->job, &e))
         goto fail;
     return;
 fail:
@@ -440,6 +754,7 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
     qr_arena_init(&in->arena, cap > (SIZE_MAX / 4) ? SIZE_MAX : cap * 4);
     qr_answer_init(&in->answer, (size_t) 256 << 20);
     qr_buf_init(&in->out, 0);
+    qr_buf_init(&in->guard.held, 0);
     qr_http_req_set_close_cb(req, on_client_gone, in);
     qr_http_req_read_body(req, app->cfg->max_request_bytes, on_body, in);
 }

@@ -11,6 +11,7 @@
 
 #include "api/api.h"
 #include "api/catalog.h"
+#include "api/llamacpp_glue.h"
 #include "backend/backend.h"
 #include "backend/job.h"
 #include "build_info.h"
@@ -19,6 +20,7 @@
 
 #define TAGS_TIMEOUT_MS 5000
 #define TAGS_MAX_BODY   (16u * 1024u * 1024u)
+#define TAGS_PATH_MAX   8192u /* "/api/tags?" + the client's query string */
 
 /* How a route is served by a backend that cannot pass Ollama requests through. */
 enum translated {
@@ -339,8 +341,19 @@ static void serve_tags(struct qr_app *app, struct qr_http_req *req)
     ctx->app = app;
     ctx->req = req;
     qr_http_req_set_close_cb(req, tags_client_gone, ctx);
+    /* the client's query string reaches Ollama unchanged, as a proxied request's would */
+    const char *query = qr_http_req_query(req);
+    char path[TAGS_PATH_MAX];
+    int plen = snprintf(path, sizeof(path), "/api/tags%s%s", query && query[0] ? "?" : "",
+                        query && query[0] ? query : "");
+    if (plen < 0 || (size_t) plen >= sizeof(path)) {
+        qr_http_req_set_close_cb(req, NULL, NULL);
+        free(ctx);
+        qr_api_send_error(req, 414, "uri_too_long", "the /api/tags query string is too long");
+        return;
+    }
     enum qr_err err = qr_backend_can_proxy(b)
-                          ? qr_fetch(b, app->cfg->ollama_url, "/api/tags", NULL, TAGS_TIMEOUT_MS,
+                          ? qr_fetch(b, app->cfg->ollama_url, path, NULL, TAGS_TIMEOUT_MS,
                                      TAGS_MAX_BODY, ollama_tags_done, ctx)
                           : b->vt->list_models(b, TAGS_TIMEOUT_MS, tags_done, ctx);
     if (err) {
@@ -410,10 +423,13 @@ static void serve_translated(struct qr_app *app, struct qr_http_req *req,
 {
     switch (r->how) {
     case T_CHAT:
-        qr_api_infer(app, req, QR_PROTO_OLLAMA, QR_OP_CHAT, false);
-        return;
     case T_GENERATE:
-        qr_api_infer(app, req, QR_PROTO_OLLAMA, QR_OP_COMPLETION, false);
+        if (app->llama) /* keep_alive 0 without input unloads (llamacpp_glue.h) */
+            qr_api_llamacpp_ollama_infer(app, req,
+                                         r->how == T_CHAT ? QR_OP_CHAT : QR_OP_COMPLETION);
+        else
+            qr_api_infer(app, req, QR_PROTO_OLLAMA,
+                         r->how == T_CHAT ? QR_OP_CHAT : QR_OP_COMPLETION, false);
         return;
     case T_EMBED:
         qr_api_infer(app, req, QR_PROTO_OLLAMA, QR_OP_EMBED, false);
@@ -425,7 +441,10 @@ static void serve_translated(struct qr_app *app, struct qr_http_req *req,
         send_small_json(req, "{\"version\":\"" QR_VERSION "\"}\n");
         return;
     case T_PS:
-        send_small_json(req, "{\"models\":[]}\n");
+        if (app->llama)
+            qr_api_llamacpp_ps(app, req);
+        else
+            send_small_json(req, "{\"models\":[]}\n");
         return;
     case T_TAGS:
         serve_tags(app, req);
@@ -438,6 +457,52 @@ static void serve_translated(struct qr_app *app, struct qr_http_req *req,
     }
     qr_api_send_error(req, 501, "not_supported_by_backend",
                       "this Ollama route needs an Ollama backend");
+}
+
+/* Adoption: an Ollama behind the Runtime gets Ollama requests byte for byte; inference is not
+ * planned on this path, but which backend answered is disclosed all the same. */
+static void adopt(struct qr_app *app, struct qr_http_req *req)
+{
+    const char *path = qr_http_req_path(req);
+    if (!strcmp(path, "/api/chat") || !strcmp(path, "/api/generate") ||
+        !strcmp(path, "/api/embed") || !strcmp(path, "/api/embeddings"))
+        qr_http_resp_header(req, "X-Quantum-Backend", app->backend->vt->id);
+    qr_backend_proxy(app->backend, req, qr_http_req_target(req)); /* re-reads the body */
+}
+
+/* /api/chat and /api/generate on a backend that could pass them through: a registry model that a
+ * model policy governs on this host is planned and runs through the canonical pipeline, so only
+ * what the policy lets through reaches the engine (docs/POLICY.md "In the request path");
+ * everything else is adopted byte for byte. A body that cannot be read or parsed is left to
+ * Ollama, as before. */
+static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op)
+{
+    if (err) {
+        if (err == QR_ERR_TOO_LARGE)
+            qr_api_send_error(req, 413, "request_too_large", "the request body is too large");
+        else
+            qr_api_send_error(req, 400, "bad_request", "the request body could not be read");
+        return;
+    }
+    struct qr_slice body = qr_http_req_body(req);
+    yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
+    const char *name = jstr(yyjson_doc_get_root(in), "model", NULL);
+    bool governed = name && name[0] && qr_api_infer_governed(app, name);
+    yyjson_doc_free(in);
+    if (governed)
+        qr_api_infer(app, req, QR_PROTO_OLLAMA, op, false); /* re-reads the body */
+    else
+        adopt(app, req);
+}
+
+static void adopt_chat_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    adopt_body(arg, req, err, QR_OP_CHAT);
+}
+
+static void adopt_generate_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    adopt_body(arg, req, err, QR_OP_COMPLETION);
 }
 
 void qr_api_ollama(struct qr_app *app, struct qr_http_req *req)
@@ -473,11 +538,13 @@ void qr_api_ollama(struct qr_app *app, struct qr_http_req *req)
         return;
     }
     if (qr_backend_can_proxy(app->backend)) {
-        /* Adoption: an Ollama behind the Runtime gets Ollama requests byte for byte; inference
-         * is not planned on this path, but which backend answered is disclosed all the same. */
-        if (r->how == T_CHAT || r->how == T_GENERATE || r->how == T_EMBED || r->how == T_EMBEDDINGS)
-            qr_http_resp_header(req, "X-Quantum-Backend", app->backend->vt->id);
-        qr_backend_proxy(app->backend, req, qr_http_req_target(req));
+        if (r->how == T_CHAT || r->how == T_GENERATE) {
+            /* a model policy may govern the model: decided on the body's model name */
+            qr_http_req_read_body(req, app->cfg->max_request_bytes,
+                                  r->how == T_CHAT ? adopt_chat_body : adopt_generate_body, app);
+            return;
+        }
+        adopt(app, req);
         return;
     }
     serve_translated(app, req, r);

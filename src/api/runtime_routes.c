@@ -154,11 +154,13 @@ void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
 
 /* ---- POST /v1/route ---- */
 
-/* {"model": "<name>", "capabilities": ["<key>", ...]}: nothing else. */
-static enum qr_err parse_route(yyjson_val *root, const char **model, struct qr_slice *names,
-                               size_t *n, struct qr_diag *diag)
+/* {"model": "<name>", "capabilities": ["<key>", ...], "profile": "<id>"}: nothing else. "model"
+ * may be omitted when a profile is named (its model.target is then the model). */
+static enum qr_err parse_route(yyjson_val *root, const char **model, const char **profile,
+                               struct qr_slice *names, size_t *n, struct qr_diag *diag)
 {
     *model = NULL;
+    *profile = NULL;
     *n = 0;
     if (!yyjson_is_obj(root))
         return qr_diag_set(diag, QR_ERR_INVALID, "the body must be a JSON object");
@@ -171,6 +173,10 @@ static enum qr_err parse_route(yyjson_val *root, const char **model, struct qr_s
             if (!yyjson_is_str(v))
                 return qr_diag_set(diag, QR_ERR_INVALID, "'model' must be a string");
             *model = yyjson_get_str(v);
+        } else if (!strcmp(key, "profile")) {
+            if (!yyjson_is_str(v))
+                return qr_diag_set(diag, QR_ERR_INVALID, "'profile' must be a string");
+            *profile = yyjson_get_str(v);
         } else if (!strcmp(key, "capabilities")) {
             if (!yyjson_is_arr(v) && !yyjson_is_null(v))
                 return qr_diag_set(diag, QR_ERR_INVALID, "'capabilities' must be an array");
@@ -190,7 +196,9 @@ static enum qr_err parse_route(yyjson_val *root, const char **model, struct qr_s
             return qr_diag_set(diag, QR_ERR_INVALID, "unknown field '%s'", key);
         }
     }
-    if (!*model || !(*model)[strspn(*model, " \t")])
+    if (*profile && !(*profile)[strspn(*profile, " \t")])
+        return qr_diag_set(diag, QR_ERR_INVALID, "'profile' must not be empty");
+    if ((!*model || !(*model)[strspn(*model, " \t")]) && !*profile)
         return qr_diag_set(diag, QR_ERR_INVALID, "'model' is required");
     return QR_OK;
 }
@@ -212,6 +220,10 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
     env->n_backends = rb->desc ? 1 : 0;
     env->policies = app->catalog->policies;
     env->ledger = app->catalog->ledger;
+    /* operator-declared until host discovery derives it; "" = unknown (only "*" policies match) */
+    const char *hw = app->cfg->hardware_class;
+    env->hardware_class = hw && hw[0] ? hw : NULL;
+    env->opts.experimental_gate = app->cfg->policy_experimental;
 }
 
 /* Send a rendered route document; refusals get the Runtime error shape's request_id. */
@@ -237,16 +249,42 @@ static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
     struct qr_diag diag = {{0}};
-    const char *model = NULL;
+    const char *model = NULL, *pname = NULL;
     struct qr_slice names[ROUTE_MAX_CAPS];
     size_t n = 0;
-    if (!in || parse_route(yyjson_doc_get_root(in), &model, names, &n, &diag)) {
+    if (!in || parse_route(yyjson_doc_get_root(in), &model, &pname, names, &n, &diag)) {
         char msg[sizeof(diag.msg) + 40];
         snprintf(msg, sizeof(msg), "invalid route request: %s",
                  in ? diag.msg : "the body is not valid JSON");
         qr_api_send_error(req, 400, "invalid_route_request", msg);
         yyjson_doc_free(in);
         return;
+    }
+    /* a deployment profile: its architecture class is required and its target is the model when
+     * the body names none */
+    const struct qr_profile *profile = NULL;
+    if (pname) {
+        profile = qr_profile_set_find(app->catalog->profiles, pname);
+        if (!profile) {
+            char msg[400];
+            snprintf(msg, sizeof(msg), "deployment profile '%.300s' does not exist", pname);
+            qr_api_send_error(req, 404, "deployment_profile_not_found", msg);
+            yyjson_doc_free(in);
+            return;
+        }
+        if (!model || !model[strspn(model, " \t")]) {
+            if (!profile->target) {
+                char msg[400];
+                snprintf(msg, sizeof(msg),
+                         "invalid route request: 'model' is required: deployment profile "
+                         "'%.300s' has no model.target",
+                         profile->id);
+                qr_api_send_error(req, 400, "invalid_route_request", msg);
+                yyjson_doc_free(in);
+                return;
+            }
+            model = profile->target;
+        }
     }
     /* the identifier is trimmed, as the predecessor did */
     char name[512];
@@ -277,6 +315,7 @@ static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
     struct qr_route_backend rb;
     struct qr_router_env env;
     qr_api_route_env(app, &rb, &env);
+    env.opts.profile = profile;
     struct qr_route_plan plan;
     err = qr_router_plan(&env, &q, &plan, &diag);
     if (err == QR_ERR_NOMEM || err == QR_ERR_TOO_LARGE)

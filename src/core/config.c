@@ -34,7 +34,7 @@ struct key_def {
     const char *help;
 };
 
-static const char *const backend_choices[] = {"ollama", "openai", NULL};
+static const char *const backend_choices[] = {"ollama", "openai", "llama.cpp", NULL};
 static const char *const http_client_choices[] = {"native", "curl", NULL};
 static const char *const reasoning_choices[] = {"reasoning_content", "reasoning", NULL};
 static const char *const log_format_choices[] = {"json", "text", NULL};
@@ -50,7 +50,8 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                        "host:port to serve on; a non-loopback address needs auth_token"},
     [QR_CFG_BACKEND] = {"backend", "QUANTUM_RUNTIME_BACKEND", T_ENUM, OFF(backend), "ollama", 0, 0,
                         backend_choices, 0,
-                        "engine behind the APIs: ollama, or openai (an OpenAI-compatible server)"},
+                        "engine behind the APIs: ollama, openai (an OpenAI-compatible server), or "
+                        "llama.cpp (the Runtime runs llama-server itself)"},
     [QR_CFG_OLLAMA_URL] = {"ollama_url", "QUANTUM_RUNTIME_OLLAMA_URL", T_URL, OFF(ollama_url),
                            "http://127.0.0.1:11434", 0, 0, NULL, 0,
                            "base URL of the Ollama daemon that /api/* is forwarded to"},
@@ -99,6 +100,36 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                             "true", 0, 0, NULL, F_RELOADABLE,
                             "sha256 every GGUF file found in models_dir (cached in "
                             "<state_dir>/sha256-cache) so files join manifests by digest"},
+    [QR_CFG_HARDWARE_CLASS] = {"hardware_class", "QUANTUM_RUNTIME_HARDWARE_CLASS", T_STR,
+                               OFF(hardware_class), "", 0, 128, NULL, F_RELOADABLE,
+                               "the host's hardware class for model policies and the upstream "
+                               "ledger (e.g. amd-epyc-turin-cpu); empty = unknown"},
+    [QR_CFG_POLICY_EXPERIMENTAL] = {"policy_experimental", "QUANTUM_RUNTIME_POLICY_EXPERIMENTAL",
+                                    T_BOOL, OFF(policy_experimental), "false", 0, 0, NULL,
+                                    F_RELOADABLE,
+                                    "experimental gate: knobs a model policy marks unverified "
+                                    "reach the engine (logged; never known-bad ones)"},
+    [QR_CFG_LLAMA_SERVER] = {"llama_server", "QUANTUM_RUNTIME_LLAMA_SERVER", T_STR,
+                             OFF(llama_server), "", 0, 4096, NULL, 0,
+                             "llama-server binary when backend=llama.cpp (default: PATH, then "
+                             ".deps/llama/bin of the repository the binary was built in)"},
+    [QR_CFG_LLAMA_CTX] = {"llama_ctx", "QUANTUM_RUNTIME_LLAMA_CTX", T_UINT, OFF(llama_ctx), "4096",
+                          64, 16777216, NULL, 0,
+                          "total context (-c) of each llama-server process, shared by its slots"},
+    [QR_CFG_LLAMA_PARALLEL] = {"llama_parallel", "QUANTUM_RUNTIME_LLAMA_PARALLEL", T_UINT,
+                               OFF(llama_parallel), "1", 1, 256, NULL, 0,
+                               "parallel slots (-np) of each llama-server process"},
+    [QR_CFG_LLAMA_THREADS] = {"llama_threads", "QUANTUM_RUNTIME_LLAMA_THREADS", T_UINT,
+                              OFF(llama_threads), "0", 0, 1024, NULL, 0,
+                              "threads (-t, -tb) of each llama-server process; 0 = engine default"},
+    [QR_CFG_MEMORY_BUDGET] = {"memory_budget", "QUANTUM_RUNTIME_MEMORY_BUDGET", T_BYTES,
+                              OFF(memory_budget), "0", 0, 0, NULL, 0,
+                              "bytes all loaded llama.cpp models may take (LRU unload beyond); "
+                              "0 = 80% of MemTotal"},
+    [QR_CFG_KEEP_ALIVE] = {"keep_alive", "QUANTUM_RUNTIME_KEEP_ALIVE", T_DURATION,
+                           OFF(keep_alive_ms), "5m", 0, 8760 * HOUR, NULL, 0,
+                           "how long a llama.cpp model stays loaded after its last request when "
+                           "the request names no keep_alive; 0 = unload when idle"},
     [QR_CFG_LOG_FORMAT] = {"log_format", "QUANTUM_RUNTIME_LOG_FORMAT", T_ENUM, OFF(log_format),
                            "json", 0, 0, log_format_choices, F_RELOADABLE,
                            "log lines as json or key=value text"},

@@ -37,6 +37,14 @@ enum qr_config_key {
     QR_CFG_MODELS_DIR,
     QR_CFG_REGISTRY_DIRS,
     QR_CFG_HASH_MODELS,
+    QR_CFG_HARDWARE_CLASS,
+    QR_CFG_POLICY_EXPERIMENTAL,
+    QR_CFG_LLAMA_SERVER,
+    QR_CFG_LLAMA_CTX,
+    QR_CFG_LLAMA_PARALLEL,
+    QR_CFG_LLAMA_THREADS,
+    QR_CFG_MEMORY_BUDGET,
+    QR_CFG_KEEP_ALIVE,
     QR_CFG_LOG_FORMAT,
     QR_CFG_LOG_LEVEL,
     QR_CFG_MAX_CONNECTIONS,
@@ -55,7 +63,7 @@ struct qr_config {
     uint16_t listen_port;
     bool listen_loopback;
 
-    char *backend; /* "ollama" | "openai" */
+    char *backend; /* "ollama" | "openai" | "llama.cpp" */
     char *ollama_url;
     char *openai_url;
     char *openai_api_key; /* secret: sent to the OpenAI-compatible engine only */
@@ -67,10 +75,19 @@ struct qr_config {
     char *auth_token; /* secret: never logged or printed */
     char *state_dir;
     char *models_dir;
-    char *registry_dirs; /* ':'-separated absolute directories of extra manifests, "" = none */
-    bool hash_models;    /* sha256 of discovered GGUF files (cached under state_dir) */
-    char *log_format;    /* "json" | "text" */
-    char *log_level;     /* "debug" | "info" | "warn" | "error" */
+    char *registry_dirs;  /* ':'-separated absolute directories of extra manifests, "" = none */
+    bool hash_models;     /* sha256 of discovered GGUF files (cached under state_dir) */
+    char *hardware_class; /* operator-declared host class for policy/ledger matching; "" unknown */
+    bool policy_experimental; /* the experimental gate: unverified policy knobs reach the engine */
+    /* backend=llama.cpp (the Runtime runs llama-server itself; docs/LLAMACPP.md) */
+    char *llama_server;      /* engine binary; "" = discover (PATH, then <repo>/.deps) */
+    uint64_t llama_ctx;      /* -c per process */
+    uint64_t llama_parallel; /* -np per process */
+    uint64_t llama_threads;  /* -t/-tb; 0 = the engine's default */
+    uint64_t memory_budget;  /* bytes resident engines may take; 0 = 80% of MemTotal */
+    uint64_t keep_alive_ms;  /* default idle TTL of a loaded model */
+    char *log_format;        /* "json" | "text" */
+    char *log_level;         /* "debug" | "info" | "warn" | "error" */
     uint64_t max_connections;
     uint64_t max_header_bytes;
     uint64_t header_timeout_ms;

@@ -77,11 +77,26 @@ static enum qr_err parse_hardware(struct qr_pj *pj, yyjson_val *root, struct qr_
     return QR_OK;
 }
 
+/* model.target: a model name as a client writes it (canonical id, alias, name:tag): non-empty,
+ * printable ASCII without spaces or quotes; whether the registry resolves it is the catalog's
+ * check (a problem, never fatal). */
+static enum qr_err check_target(struct qr_pj *pj, const char *t)
+{
+    size_t mark = qr_pj_push_key(pj, "target");
+    if (!t[0])
+        return qr_pj_fail(pj, "must not be empty");
+    for (const char *c = t; *c; c++)
+        if ((unsigned char) *c <= ' ' || (unsigned char) *c >= 0x7f || *c == '"' || *c == '\\')
+            return qr_pj_fail(pj, "'%s' is not a model name (character %zu)", t, (size_t) (c - t));
+    qr_pj_pop(pj, mark);
+    return QR_OK;
+}
+
 static enum qr_err parse_profile(struct qr_pj *pj, yyjson_val *root, struct qr_profile *p)
 {
     static const char *const keys[] = {"schema_version", "id",       "display_name", "tier",
                                        "description",    "hardware", "model",        NULL};
-    static const char *const model_keys[] = {"architecture_class", NULL};
+    static const char *const model_keys[] = {"architecture_class", "target", NULL};
     const char *schema, *tier, *arch;
     enum qr_err err;
     if ((err = qr_pj_object(pj, root, keys)) != QR_OK ||
@@ -121,6 +136,10 @@ static enum qr_err parse_profile(struct qr_pj *pj, yyjson_val *root, struct qr_p
         return qr_pj_fail(pj, "'%s' is not dense, moe or any", arch);
     }
     p->architecture_class = (enum qr_arch_class) a;
+    if ((err = qr_pj_str(pj, model, "target", false, QR_PJ_MAX_ID, &p->target)) != QR_OK)
+        return err;
+    if (p->target && (err = check_target(pj, p->target)) != QR_OK)
+        return err;
     qr_pj_pop(pj, m);
     return QR_OK;
 }
@@ -252,6 +271,8 @@ yyjson_mut_val *qr_profile_render(yyjson_mut_doc *d, const struct qr_profile *p)
     yyjson_mut_val *model = yyjson_mut_obj_add_obj(d, o, "model");
     yyjson_mut_obj_add_str(d, model, "architecture_class",
                            qr_arch_class_str(p->architecture_class));
+    if (p->target)
+        yyjson_mut_obj_add_str(d, model, "target", p->target);
     return o;
 }
 

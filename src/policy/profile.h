@@ -48,6 +48,8 @@ struct qr_profile {
     bool has_reference_clock;
     bool accelerator_required;
     enum qr_arch_class architecture_class;
+    const char *target; /* model.target: canonical id or alias the profile deploys; NULL = none
+                           (the request names the model). Resolved by the caller's registry */
     const char *file;
 };
 

@@ -396,8 +396,9 @@ static void test_policies_upstreams_profiles(void **state)
     assert_string_equal(sget(root, "schema_version"),
                         "quantum.runtime/deployment-profile/v1alpha1");
     yyjson_val *profiles = yyjson_obj_get(root, "profiles");
-    assert_int_equal(yyjson_get_uint(yyjson_obj_get(root, "count")), 2);
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(root, "count")), 3);
     assert_non_null(find_by(profiles, "id", "ember-production"));
+    assert_non_null(find_by(profiles, "id", "quantum-coreos-tci"));
     assert_non_null(find_by(profiles, "id", "tiny-moe")); /* from the registry directory */
     yyjson_doc_free(doc);
 

@@ -101,6 +101,7 @@ struct lp {
     struct props_req *props_req; /* GET /props in flight for the current child */
     struct qr_llamacpp_props props;
     uint64_t requests, refused, tool_calls_dropped;
+    pid_t last_pid; /* the newest child seen, for the crash record */
 };
 
 struct llamacpp {
@@ -565,11 +566,40 @@ static void lp_unload(struct lp *p)
     qr_llama_proc_stop(p->proc); /* may report EXITED at once (from CRASHED or FAILED) */
 }
 
+/* Hand one crash to the daemon's hook (the evidence store). */
+static void lp_report_crash(struct lp *p, struct qr_llama_proc *proc, bool failed,
+                            const char *reason)
+{
+    struct llamacpp *a = p->a;
+    if (!a->o.on_crash)
+        return;
+    struct qr_llama_proc_exit ex;
+    qr_llama_proc_last_exit(proc, &ex);
+    char tail[4096];
+    qr_llama_proc_tail(proc, 20, tail, sizeof tail);
+    struct qr_llamacpp_crash c = {
+        .model = p->id,
+        .engine_version = a->engine.version,
+        .pid = p->last_pid > 0 ? p->last_pid : -1,
+        .signaled = ex.valid && ex.signaled,
+        .code = ex.valid && !ex.signaled ? ex.code : 0,
+        .sig = ex.valid && ex.signaled ? ex.sig : 0,
+        .failed = failed,
+        .reason = reason ? reason : "",
+        .log_tail = tail,
+    };
+    a->o.on_crash(a->o.crash_arg, &c);
+}
+
 static void on_proc_state(struct qr_llama_proc *proc, enum qr_llama_proc_state st,
                           const char *reason, void *arg)
 {
     struct lp *p = arg;
     snprintf(p->reason, sizeof p->reason, "%s", reason ? reason : "");
+    if (qr_llama_proc_pid(proc) > 0)
+        p->last_pid = qr_llama_proc_pid(proc);
+    if (st == QR_LLAMA_PROC_CRASHED || st == QR_LLAMA_PROC_FAILED)
+        lp_report_crash(p, proc, st == QR_LLAMA_PROC_FAILED, reason);
     char msg[900];
     switch (st) {
     case QR_LLAMA_PROC_READY: {

@@ -59,6 +59,20 @@ typedef void (*qr_llamacpp_list_fn)(void *arg,
                                     void (*emit)(void *ctx, const struct qr_llamacpp_model *m),
                                     void *ctx);
 
+/* One engine crash (a process that died unasked, or missed its load timeout), for the daemon's
+ * evidence store. Strings borrowed for the call. */
+struct qr_llamacpp_crash {
+    const char *model;          /* canonical id */
+    const char *engine_version; /* the probed engine version, "" unknown */
+    pid_t pid;                  /* the child that died, -1 when unknown */
+    bool signaled;              /* killed by sig; else exited with code */
+    int code, sig;
+    bool failed;          /* the restarts gave up (FAILED) */
+    const char *reason;   /* the process layer's one-line reason */
+    const char *log_tail; /* the engine's last output lines (raw) */
+};
+typedef void (*qr_llamacpp_crash_fn)(void *arg, const struct qr_llamacpp_crash *c);
+
 struct qr_llamacpp_options {
     const char *engine_path; /* configured engine; NULL/"" = discover (engine.h) */
     const char *prefix;      /* directory holding .deps/ for the private build; NULL = skip */
@@ -77,6 +91,8 @@ struct qr_llamacpp_options {
     qr_llamacpp_resolve_fn resolve;  /* required */
     qr_llamacpp_list_fn list;        /* NULL: list_models reports the loaded models only */
     void *resolver_arg;
+    qr_llamacpp_crash_fn on_crash; /* NULL: crashes are logged only */
+    void *crash_arg;
 };
 
 /* Find and probe the engine and take the options (strings copied). Safe to call again: later

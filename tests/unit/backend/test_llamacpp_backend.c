@@ -780,38 +780,39 @@ static void test_budget_lru_eviction(void **state)
     assert_true(loaded_row("test/scripted-spec", &sp));
     unload_all();
 
-    /* room for llama-tiny + scripted or llama-tiny + scripted-spec, not for all three */
-    assert_true(sp.bytes > s.bytes);
-    reconfigure_budget(t.bytes + sp.bytes + 1000);
-    load_one("test/llama-tiny", "hi");
+    /* room for scripted + llama-tiny or scripted + scripted-spec, not for all three */
+    assert_true(sp.bytes > s.bytes && sp.bytes + 1000 > t.bytes);
+    reconfigure_budget(s.bytes + sp.bytes + 1000);
     load_one("test/scripted", "Hallo");
-    /* llama-tiny is the least recently used, but busy: it must stay */
+    load_one("test/llama-tiny", "hi");
+    /* scripted is the least recently used, but busy (the script's endless mode, so it cannot end
+     * on its own before the check): it must stay */
     struct run busy;
-    run_init(&busy, "test/llama-tiny", "[[long]] zähle", QR_THINK_OFF);
+    run_init(&busy, "test/scripted", "[[long]] zähle", QR_THINK_OFF);
     busy.req.max_tokens = (struct qr_opt_i64){true, 100000};
     busy.stop_after = 3;
     struct qr_api_error err;
     assert_int_equal(submit(&busy, &err), QR_OK);
     assert_true(wait_for(wants_cancel, &busy, WAIT_MS));
     assert_false(busy.final);
-    pid_t busy_pid = qr_llama_proc_pid(qr_llamacpp_find_proc(F.b, "test/llama-tiny"));
-    /* scripted-spec needs the room: scripted (idle) goes, llama-tiny (busy) stays. The choice is
-     * made inside submit, while the stream of llama-tiny runs. */
+    pid_t busy_pid = qr_llama_proc_pid(qr_llamacpp_find_proc(F.b, "test/scripted"));
+    /* scripted-spec needs the room: llama-tiny (idle) goes, scripted (busy) stays. The choice is
+     * made inside submit, while the stream of scripted runs. */
     struct run spec;
     run_init(&spec, "test/scripted-spec", "Hallo", QR_THINK_OFF);
     assert_int_equal(submit(&spec, &err), QR_OK);
     assert_false(busy.final);
-    assert_true(loaded_row("test/llama-tiny", &t));
-    assert_int_equal(t.state, QR_LLAMA_PROC_READY);
-    assert_int_equal(t.in_flight, 1);
     assert_true(loaded_row("test/scripted", &s));
-    assert_int_equal(s.state, QR_LLAMA_PROC_STOPPING);
+    assert_int_equal(s.state, QR_LLAMA_PROC_READY);
+    assert_int_equal(s.in_flight, 1);
+    assert_true(loaded_row("test/llama-tiny", &t));
+    assert_int_equal(t.state, QR_LLAMA_PROC_STOPPING);
     assert_true(wait_for(is_final, &spec, WAIT_MS));
     assert_false(spec.ans.failed);
     assert_string_equal(buf_str(&spec.ans.content), GREETING);
-    assert_true(wait_for(not_loaded, "test/scripted", 10000));
-    assert_true(loaded_row("test/llama-tiny", &t));
-    assert_int_equal(t.pid, busy_pid);
+    assert_true(wait_for(not_loaded, "test/llama-tiny", 10000));
+    assert_true(loaded_row("test/scripted", &s));
+    assert_int_equal(s.pid, busy_pid);
     assert_true(loaded_row("test/scripted-spec", NULL));
     assert_false(busy.ans.failed); /* the busy stream was never disturbed */
     run_cleanup(&busy);

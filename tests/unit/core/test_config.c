@@ -304,6 +304,47 @@ static void test_registry_dirs(void **state)
     free(bad2);
 }
 
+/* backend=llama.cpp and its settings: defaults, env and flag forms, ranges. */
+static void test_llamacpp_keys(void **state)
+{
+    struct qr_config c;
+    struct qr_diag d = {{0}};
+    assert_int_equal(qr_config_load(&c, 0, NULL, no_env, &d), QR_OK);
+    assert_string_equal(c.llama_server, "");
+    assert_int_equal(c.llama_ctx, 4096);
+    assert_int_equal(c.llama_parallel, 1);
+    assert_int_equal(c.llama_threads, 0);
+    assert_int_equal(c.memory_budget, 0);
+    assert_int_equal(c.keep_alive_ms, 5 * 60 * 1000);
+    qr_config_cleanup(&c);
+
+    char *env[] = {"QUANTUM_RUNTIME_BACKEND=llama.cpp", "QUANTUM_RUNTIME_MEMORY_BUDGET=2GiB",
+                   "QUANTUM_RUNTIME_KEEP_ALIVE=0", NULL};
+    char *argv[] = {"--llama-server",
+                    "/opt/llama/llama-server",
+                    "--llama-ctx",
+                    "1024",
+                    "--llama-parallel=2",
+                    "--llama-threads",
+                    "1"};
+    assert_int_equal(qr_config_load(&c, 7, argv, env, &d), QR_OK);
+    assert_string_equal(c.backend, "llama.cpp");
+    assert_string_equal(c.llama_server, "/opt/llama/llama-server");
+    assert_int_equal(c.llama_ctx, 1024);
+    assert_int_equal(c.llama_parallel, 2);
+    assert_int_equal(c.llama_threads, 1);
+    assert_int_equal(c.memory_budget, 2ull << 30);
+    assert_int_equal(c.keep_alive_ms, 0);
+    qr_config_cleanup(&c);
+
+    char *bad[] = {"--llama-parallel", "0"};
+    assert_int_equal(qr_config_load(&c, 2, bad, no_env, &d), QR_ERR_CONFIG);
+    assert_non_null(strstr(d.msg, "--llama-parallel"));
+    char *bad_backend[] = {"QUANTUM_RUNTIME_BACKEND=llamacpp", NULL};
+    assert_int_equal(qr_config_load(&c, 0, NULL, bad_backend, &d), QR_ERR_CONFIG);
+    assert_non_null(strstr(d.msg, "llama.cpp"));
+}
+
 static void test_reload(void **state)
 {
     char *path = write_tmp("{\"allow_model_mutation\":false,\"listen\":\"127.0.0.1:1111\"}");
@@ -341,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_registry_dirs),
+        cmocka_unit_test(test_llamacpp_keys),
         cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,7 +30,7 @@ static void test_ember_profile_loads(void **state)
 {
     (void) state;
     struct qr_profile_set *s = profiles();
-    assert_int_equal(qr_profile_set_count(s), 1);
+    assert_int_equal(qr_profile_set_count(s), 2);
     const struct qr_profile *p = qr_profile_set_find(s, "  ember-production ");
     assert_non_null(p);
     assert_string_equal(p->display_name, "E.M.B.E.R. Production");
@@ -45,12 +45,35 @@ static void test_ember_profile_loads(void **state)
     assert_null(qr_profile_set_find(s, "ember"));
     yyjson_mut_doc *doc = qr_profile_set_render(s);
     char *json = yyjson_mut_write(doc, 0, NULL);
-    assert_non_null(strstr(json, "\"count\":1,\"profiles\":[{\"schema_version\":"
+    assert_non_null(strstr(json, "\"count\":2,\"profiles\":[{\"schema_version\":"
                                  "\"quantum.runtime/deployment-profile/v1alpha1\","
                                  "\"id\":\"ember-production\""));
     assert_non_null(strstr(json, "\"memory\":{\"minimum_bytes\":68719476736,\"ecc_required\":true,"
                                  "\"preferred_class\":\"ddr5\"}"));
     assert_non_null(strstr(json, "\"model\":{\"architecture_class\":\"moe\"}"));
+    assert_null(p->target); /* verbatim 0.3 data: no target */
+    free(json);
+    yyjson_mut_doc_free(doc);
+    qr_profile_set_free(s);
+}
+
+/* The Quantum CoreOS TCI profile: a profile like any other that targets Gemma 4 E4B. */
+static void test_tci_profile_loads(void **state)
+{
+    (void) state;
+    struct qr_profile_set *s = profiles();
+    const struct qr_profile *p = qr_profile_set_find(s, "quantum-coreos-tci");
+    assert_non_null(p);
+    assert_string_equal(p->target, "quantum-tci-gemma4-e4b");
+    assert_int_equal(p->architecture_class, QR_ARCH_ANY);
+    assert_int_equal(p->tier, QR_TIER_EXPERIMENTAL);
+    assert_false(p->accelerator_required);
+    assert_string_equal(qr_profile_set_at(s, 1)->id, "quantum-coreos-tci"); /* id order */
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_doc_set_root(doc, qr_profile_render(doc, p));
+    char *json = yyjson_mut_write(doc, 0, NULL);
+    assert_non_null(strstr(json, "\"model\":{\"architecture_class\":\"any\","
+                                 "\"target\":\"quantum-tci-gemma4-e4b\"}"));
     free(json);
     yyjson_mut_doc_free(doc);
     qr_profile_set_free(s);
@@ -88,6 +111,13 @@ static void test_profile_validation(void **state)
         {PROFILE(HW_OK, "{\"architecture_class\":\"hybrid\"}"),
          "model.architecture_class: 'hybrid' is not dense, moe or any"},
         {PROFILE(HW_OK, "{}"), "model.architecture_class: required"},
+        {PROFILE(HW_OK, "{\"architecture_class\":\"any\",\"target\":7}"),
+         "model.target: expected a string"},
+        {PROFILE(HW_OK, "{\"architecture_class\":\"any\",\"target\":\"a b\"}"),
+         "model.target: 'a b' is not a model name"},
+        {PROFILE(HW_OK, "{\"architecture_class\":\"any\",\"target\":\"\"}"), "model.target"},
+        {PROFILE(HW_OK, "{\"architecture_class\":\"any\",\"model\":\"x\"}"),
+         "model: unknown field 'model'"},
         {"{\"schema_version\":\"quantum.runtime/deployment-profile/v1alpha1\",\"id\":\"p\","
          "\"display_name\":\"P\",\"tier\":\"gold\",\"hardware\":" HW_OK
          ",\"model\":{\"architecture_class\":\"any\"}}",
@@ -106,6 +136,7 @@ static void test_profile_validation(void **state)
     const char *ok = PROFILE(HW_OK, "{\"architecture_class\":\"MoE\"}");
     assert_int_equal(qr_profile_set_add(s, "p.json", ok, strlen(ok), &d), QR_OK);
     assert_int_equal(qr_profile_set_at(s, 0)->architecture_class, QR_ARCH_MOE);
+    assert_null(qr_profile_set_at(s, 0)->target);
     assert_int_equal(qr_profile_set_add(s, "q.json", ok, strlen(ok), &d), QR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "duplicate profile id 'p'"));
     qr_profile_set_free(s);
@@ -411,6 +442,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ember_profile_loads),
+        cmocka_unit_test(test_tci_profile_loads),
         cmocka_unit_test(test_profile_validation),
         cmocka_unit_test(test_upstream_expectations),
         cmocka_unit_test(test_memory_tolerance_for_64g_vm),

@@ -1,0 +1,498 @@
+/* The daemon side of backend=llama.cpp: configures the adapter (backend/llamacpp/llamacpp.h) from
+ * the configuration table, gives it a model resolver over the catalog's registry (a manifest's
+ * llama.cpp GGUF artifact, its draft, its mode from the capabilities), records every engine crash
+ * in the evidence store (<state_dir>/evidence.db), and answers the Ollama routes that need the
+ * adapter's loaded models: GET /api/ps, and the unload form of /api/chat and /api/generate
+ * (keep_alive 0 with no messages or an empty prompt). docs/LLAMACPP.md "Daemon mode". */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <yyjson.h>
+
+#include "api/api.h"
+#include "api/catalog.h"
+#include "api/llamacpp_glue.h"
+#include "backend/llamacpp/llamacpp.h"
+#include "build_info.h"
+#include "core/http_server.h"
+#include "core/log.h"
+#include "registry/registry.h"
+#include "store/store.h"
+
+#define RESOLVE_SLOTS 4u /* resolved paths stay valid for this many later resolutions */
+#define PREFIX_LEVELS 8u /* directories walked up from the binary looking for .deps/ */
+#define PS_MAX_MODELS 256u
+
+struct resolved {
+    char path[PATH_MAX];
+    char draft[PATH_MAX];
+};
+
+struct qr_llamacpp_glue {
+    struct qr_app *app;     /* borrowed */
+    struct qr_store *store; /* owned; NULL when the evidence store could not be opened */
+    struct resolved slots[RESOLVE_SLOTS];
+    unsigned next_slot;
+};
+
+/* ---- the resolver over the registry ---- */
+
+static bool is_llama_gguf(const struct qr_manifest_artifact *a)
+{
+    if (a->backend)
+        return !strcmp(a->backend, "llama.cpp");
+    return a->format && !strcmp(a->format, "gguf");
+}
+
+static bool is_main_role(const char *role)
+{
+    return !role || !strcmp(role, "inference") || !strcmp(role, "embedding") ||
+           !strcmp(role, "reranking");
+}
+
+/* The file an artifact names, into out (PATH_MAX): its URI under models_dir, else the file
+ * discovery joined under that URI. False when no readable file exists. */
+static bool artifact_file(const struct qr_app *app, const struct qr_reg_model *m,
+                          const struct qr_manifest_artifact *a, char *out)
+{
+    char *path = NULL;
+    struct qr_diag d = {{0}};
+    if (qr_registry_resolve_uri(app->cfg->models_dir, a->uri, &path, &d) == QR_OK &&
+        access(path, R_OK) == 0) {
+        snprintf(out, PATH_MAX, "%s", path);
+        free(path);
+        return true;
+    }
+    free(path);
+    for (size_t i = 0; i < m->n_files; i++) {
+        if (m->files[i].uri && !strcmp(m->files[i].uri, a->uri) &&
+            access(m->files[i].path, R_OK) == 0) {
+            snprintf(out, PATH_MAX, "%s", m->files[i].path);
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint32_t native_ctx(const struct qr_reg_model *m)
+{
+    yyjson_val *root = (yyjson_val *) qr_manifest_root(m->m);
+    yyjson_val *model = yyjson_obj_get(root, "model");
+    yyjson_val *v =
+        yyjson_obj_get(yyjson_obj_get(model, "architecture_contract"), "context_length");
+    if (!yyjson_is_uint(v))
+        v = yyjson_obj_get(model, "context_window");
+    uint64_t n = yyjson_is_uint(v) ? yyjson_get_uint(v) : 0;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t) n;
+}
+
+/* m as a llama.cpp model: its main GGUF artifact must be on disk. */
+static enum qr_err model_of(struct qr_llamacpp_glue *g, const struct qr_reg_model *m,
+                            struct qr_llamacpp_model *out, struct qr_diag *diag)
+{
+    if (m->source == QR_REG_BACKEND)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "no llama.cpp artifact");
+    struct resolved *r = &g->slots[g->next_slot++ % RESOLVE_SLOTS];
+    const struct qr_manifest_artifact *main_art = NULL;
+    bool have_draft = false, missing = false;
+    for (size_t i = 0; i < m->m->n_artifacts; i++) {
+        const struct qr_manifest_artifact *a = &m->m->artifacts[i];
+        if (!is_llama_gguf(a))
+            continue;
+        if (!main_art && is_main_role(a->role)) {
+            main_art = a;
+            missing = !artifact_file(g->app, m, a, r->path);
+        } else if (!have_draft && a->role && !strcmp(a->role, "draft")) {
+            have_draft = artifact_file(g->app, m, a, r->draft);
+        }
+    }
+    if (!main_art)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "model '%s' has no llama.cpp GGUF artifact",
+                           m->m->id);
+    if (missing)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND,
+                           "the GGUF artifact '%s' of model '%s' is not in models_dir '%s'",
+                           main_art->uri, m->m->id, g->app->cfg->models_dir);
+    *out = (struct qr_llamacpp_model){
+        .id = m->m->id,
+        .gguf_path = r->path,
+        .draft_path = have_draft ? r->draft : NULL,
+        .mode = (m->m->caps & QR_MANIFEST_CAP_EMBEDDINGS)  ? QR_LLAMACPP_EMBED
+                : (m->m->caps & QR_MANIFEST_CAP_RERANKING) ? QR_LLAMACPP_RERANK
+                                                           : QR_LLAMACPP_CHAT,
+        .native_ctx = native_ctx(m),
+    };
+    return QR_OK;
+}
+
+/* The manifest model (not a backend-reported one) with a llama.cpp artifact at uri. */
+static const struct qr_reg_model *find_by_uri(const struct qr_registry *reg, const char *uri)
+{
+    for (size_t i = 0; i < qr_registry_count(reg); i++) {
+        const struct qr_reg_model *m = qr_registry_at(reg, i);
+        for (size_t k = 0; m->source != QR_REG_BACKEND && k < m->m->n_artifacts; k++) {
+            const struct qr_manifest_artifact *a = &m->m->artifacts[k];
+            if (is_llama_gguf(a) && is_main_role(a->role) && !strcmp(a->uri, uri))
+                return m;
+        }
+    }
+    return NULL;
+}
+
+static enum qr_err resolve(void *arg, struct qr_slice name, struct qr_llamacpp_model *out,
+                           struct qr_diag *diag)
+{
+    struct qr_llamacpp_glue *g = arg;
+    char key[QR_MANIFEST_MAX_URI + 1];
+    if (!name.len || name.len >= sizeof key)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "no such model");
+    memcpy(key, name.ptr, name.len);
+    key[name.len] = '\0';
+    const struct qr_registry *reg = g->app->catalog ? g->app->catalog->registry : NULL;
+    const struct qr_reg_model *m = reg ? qr_registry_find(reg, key) : NULL;
+    /* the router asks a GGUF backend for the artifact by its URI (its served name) */
+    if (!m && reg && (!strncmp(key, "models:", 7) || !strncmp(key, "file:", 5)))
+        m = find_by_uri(reg, key);
+    if (!m)
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "the registry has no such model");
+    return model_of(g, m, out, diag);
+}
+
+static void list(void *arg, void (*emit)(void *ctx, const struct qr_llamacpp_model *m), void *ctx)
+{
+    struct qr_llamacpp_glue *g = arg;
+    const struct qr_registry *reg = g->app->catalog ? g->app->catalog->registry : NULL;
+    for (size_t i = 0; reg && i < qr_registry_count(reg); i++) {
+        struct qr_llamacpp_model m;
+        struct qr_diag d = {{0}};
+        if (model_of(g, qr_registry_at(reg, i), &m, &d) == QR_OK)
+            emit(ctx, &m);
+    }
+}
+
+/* ---- crashes into the evidence store ---- */
+
+static void on_crash(void *arg, const struct qr_llamacpp_crash *c)
+{
+    struct qr_llamacpp_glue *g = arg;
+    if (!g->store)
+        return;
+    struct qr_store_crash rec = {
+        .backend_id = "llama.cpp",
+        .model = c->model,
+        .engine_version = c->engine_version,
+        .pid = c->pid,
+        .exit_code = c->code,
+        .signal = c->signaled ? c->sig : 0,
+        .reason = c->reason,
+        .log_tail = c->log_tail,
+    };
+    struct qr_diag d = {{0}};
+    int64_t id = 0;
+    const char *why = d.msg; /* QR_LF_S tests its value for NULL */
+    if (qr_store_crash_add(g->store, &rec, &id, &d))
+        QR_LOG(QR_LOG_ERROR, "cannot record the engine crash in the evidence store",
+               QR_LF_S("model", c->model), QR_LF_S("error", why));
+    else
+        QR_LOG(QR_LOG_INFO, "engine crash recorded", QR_LF_S("model", c->model),
+               QR_LF_N("crash_id", id));
+}
+
+static void open_store(struct qr_llamacpp_glue *g, const char *state_dir)
+{
+    char path[PATH_MAX];
+    /* mkdir -p: the catalog creates it too, but only when it is first needed */
+    snprintf(path, sizeof path, "%s", state_dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0700);
+            *p = '/';
+        }
+    }
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s", state_dir, QR_STORE_FILE);
+    struct qr_diag d = {{0}};
+    if (qr_store_open(path, NULL, &g->store, NULL, &d)) {
+        const char *shown = path, *why = d.msg; /* QR_LF_S tests its value for NULL */
+        g->store = NULL;
+        QR_LOG(QR_LOG_WARN, "evidence store unavailable: engine crashes are logged only",
+               QR_LF_S("path", shown), QR_LF_S("error", why));
+    }
+}
+
+/* ---- engine discovery: the repository the binary was built in ---- */
+
+/* Walk up from the running binary (bounded) to a directory holding .deps/llama/bin/llama-server;
+ * out (PATH_MAX) is "" when there is none. */
+static void find_prefix(char *out)
+{
+    out[0] = '\0';
+    char dir[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0)
+        return;
+    dir[n] = '\0';
+    for (unsigned level = 0; level < PREFIX_LEVELS; level++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+            return;
+        *slash = '\0';
+        char probe[PATH_MAX + 64];
+        snprintf(probe, sizeof probe, "%s/.deps/llama/bin/llama-server", dir);
+        if (access(probe, X_OK) == 0) {
+            snprintf(out, PATH_MAX, "%s", dir);
+            return;
+        }
+    }
+}
+
+static uint64_t default_budget(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    return (uint64_t) kb * 1024u / 10u * 8u;
+}
+
+/* ---- lifecycle ---- */
+
+bool qr_api_llamacpp_selected(const struct qr_config *cfg)
+{
+    return !strcmp(cfg->backend, "llama.cpp");
+}
+
+enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
+{
+    struct qr_llamacpp_glue *g = calloc(1, sizeof *g);
+    if (!g)
+        return qr_diag_set(diag, QR_ERR_NOMEM, "out of memory");
+    g->app = app;
+    app->llama = g;
+    const struct qr_config *cfg = app->cfg;
+    open_store(g, cfg->state_dir);
+    char prefix[PATH_MAX];
+    find_prefix(prefix);
+    struct qr_llamacpp_options o = {
+        .engine_path = cfg->llama_server[0] ? cfg->llama_server : NULL,
+        .prefix = prefix[0] ? prefix : NULL,
+        /* the adapter reads 0 as its default: "0 = unload when idle" is the shortest TTL */
+        .idle_ttl_ms = cfg->keep_alive_ms ? (int64_t) cfg->keep_alive_ms : 1,
+        .memory_budget = cfg->memory_budget ? cfg->memory_budget : default_budget(),
+        .ctx = (uint32_t) cfg->llama_ctx,
+        .parallel = (uint32_t) cfg->llama_parallel,
+        .threads = (uint32_t) cfg->llama_threads,
+        .resolve = resolve,
+        .list = list,
+        .resolver_arg = g,
+        .on_crash = on_crash,
+        .crash_arg = g,
+    };
+    struct qr_diag d = {{0}};
+    const char *why = d.msg; /* QR_LF_S tests its value for NULL */
+    if (qr_llamacpp_configure(app->backend, &o, &d))
+        /* not fatal: the daemon serves, /readyz and /v1/backends say why the engine is missing */
+        QR_LOG(QR_LOG_ERROR, "llama.cpp backend unavailable", QR_LF_S("error", why));
+    return QR_OK;
+}
+
+void qr_api_llamacpp_cleanup(struct qr_app *app)
+{
+    struct qr_llamacpp_glue *g = app->llama;
+    if (!g)
+        return;
+    qr_store_close(g->store);
+    free(g);
+    app->llama = NULL;
+}
+
+/* ---- Ollama routes ---- */
+
+static void rfc3339(int64_t ms, char *out, size_t cap)
+{
+    time_t s = (time_t) (ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%03dZ", base, (int) (ms % 1000));
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *jstr(yyjson_val *o, const char *k1, const char *k2, const char *def)
+{
+    yyjson_val *v = yyjson_obj_get(o, k1);
+    if (k2)
+        v = yyjson_obj_get(v, k2);
+    const char *s = yyjson_get_str(v);
+    return s ? s : def;
+}
+
+static void ps_entry(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mut_val *arr,
+                     const struct qr_llamacpp_loaded *r)
+{
+    const struct qr_reg_model *m = qr_registry_find(app->catalog->registry, r->model);
+    yyjson_val *root = m ? (yyjson_val *) qr_manifest_root(m->m) : NULL;
+    yyjson_mut_val *e = yyjson_mut_arr_add_obj(doc, arr);
+    yyjson_mut_obj_add_strcpy(doc, e, "name", r->model);
+    yyjson_mut_obj_add_strcpy(doc, e, "model", r->model);
+    yyjson_mut_obj_add_uint(doc, e, "size", r->bytes);
+    const char *digest = m && m->n_files ? m->files[0].sha256 : "";
+    yyjson_mut_obj_add_strcpy(doc, e, "digest",
+                              !strncmp(digest, "sha256:", 7) ? digest + 7 : digest);
+    yyjson_mut_val *d = yyjson_mut_obj_add_obj(doc, e, "details");
+    const char *family = jstr(root, "model", "architecture", "");
+    yyjson_mut_obj_add_str(doc, d, "parent_model", "");
+    yyjson_mut_obj_add_str(doc, d, "format", "gguf");
+    yyjson_mut_obj_add_strcpy(doc, d, "family", family);
+    yyjson_mut_arr_add_strcpy(doc, yyjson_mut_obj_add_arr(doc, d, "families"), family);
+    yyjson_mut_obj_add_strcpy(doc, d, "parameter_size", jstr(root, "model", "parameter_class", ""));
+    yyjson_mut_obj_add_strcpy(doc, d, "quantization_level",
+                              jstr(root, "model", "quantization", ""));
+    char when[64];
+    /* never (-1): Ollama shows a far future; busy (0): now */
+    int64_t at = r->expires_at_ms < 0    ? INT64_C(253402300799000)
+                 : r->expires_at_ms == 0 ? now_ms()
+                                         : r->expires_at_ms;
+    rfc3339(at, when, sizeof when);
+    yyjson_mut_obj_add_strcpy(doc, e, "expires_at", when);
+    yyjson_mut_obj_add_uint(doc, e, "size_vram", 0);
+    yyjson_mut_obj_add_uint(doc, e, "context_length", r->parallel ? r->ctx / r->parallel : r->ctx);
+    yyjson_mut_obj_add_str(doc, e, "state", qr_llama_proc_state_str(r->state));
+}
+
+void qr_api_llamacpp_ps(struct qr_app *app, struct qr_http_req *req)
+{
+    struct qr_llamacpp_loaded *rows = calloc(PS_MAX_MODELS, sizeof *rows);
+    if (!rows) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    size_t n = qr_llamacpp_loaded_list(app->backend, rows, PS_MAX_MODELS);
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *root = yyjson_mut_obj(doc);
+    yyjson_mut_doc_set_root(doc, root);
+    yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, root, "models");
+    for (size_t i = 0; i < n && i < PS_MAX_MODELS; i++)
+        ps_entry(app, doc, arr, &rows[i]);
+    qr_api_send_json(req, 200, doc);
+    yyjson_mut_doc_free(doc);
+    free(rows);
+}
+
+/* keep_alive 0 (number or duration string) and nothing to generate from. */
+static bool is_unload(yyjson_val *root, enum qr_op op)
+{
+    yyjson_val *ka = yyjson_obj_get(root, "keep_alive");
+    bool zero = (yyjson_is_num(ka) && yyjson_get_num(ka) == 0) ||
+                (yyjson_is_str(ka) &&
+                 (!strcmp(yyjson_get_str(ka), "0") || !strcmp(yyjson_get_str(ka), "0s")));
+    if (!zero)
+        return false;
+    if (op == QR_OP_CHAT) {
+        yyjson_val *msgs = yyjson_obj_get(root, "messages");
+        return !msgs || yyjson_is_null(msgs) || (yyjson_is_arr(msgs) && !yyjson_arr_size(msgs));
+    }
+    const char *p = yyjson_get_str(yyjson_obj_get(root, "prompt"));
+    return !p || !p[0];
+}
+
+static void send_ollama_line(struct qr_http_req *req, int status, yyjson_mut_doc *doc)
+{
+    size_t len = 0;
+    char *json = yyjson_mut_write(doc, 0, &len);
+    if (!json) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    char *line = realloc(json, len + 2);
+    if (!line) {
+        free(json);
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    line[len++] = '\n';
+    qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_send(req, status, "application/json; charset=utf-8", line, len);
+    free(line);
+}
+
+static void unload_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op)
+{
+    struct qr_slice body = err ? (struct qr_slice){0} : qr_http_req_body(req);
+    yyjson_doc *in = body.len ? yyjson_read(body.ptr, body.len, 0) : NULL;
+    yyjson_val *root = yyjson_doc_get_root(in);
+    const char *model = yyjson_get_str(yyjson_obj_get(root, "model"));
+    if (err || !yyjson_is_obj(root) || !model || !model[0] || !is_unload(root, op)) {
+        yyjson_doc_free(in);
+        qr_api_infer(app, req, QR_PROTO_OLLAMA, op, false); /* re-reads the body */
+        return;
+    }
+    struct qr_llamacpp_model m;
+    struct qr_diag d = {{0}};
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *o = yyjson_mut_obj(doc);
+    yyjson_mut_doc_set_root(doc, o);
+    if (resolve(app->llama, (struct qr_slice){model, strlen(model)}, &m, &d)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "model '%.400s' not found", model);
+        yyjson_mut_obj_add_strcpy(doc, o, "error", msg);
+        send_ollama_line(req, 404, doc);
+    } else {
+        bool deferred = false;
+        (void) qr_llamacpp_unload(app->backend, model, &deferred, &d); /* not loaded: fine */
+        QR_LOG(QR_LOG_INFO, "model unloaded on request (keep_alive 0)", QR_LF_S("model", m.id),
+               QR_LF_B("deferred", deferred));
+        char when[64];
+        rfc3339(now_ms(), when, sizeof when);
+        yyjson_mut_obj_add_strcpy(doc, o, "model", model);
+        yyjson_mut_obj_add_strcpy(doc, o, "created_at", when);
+        if (op == QR_OP_CHAT) {
+            yyjson_mut_val *msg = yyjson_mut_obj_add_obj(doc, o, "message");
+            yyjson_mut_obj_add_str(doc, msg, "role", "assistant");
+            yyjson_mut_obj_add_str(doc, msg, "content", "");
+        } else {
+            yyjson_mut_obj_add_str(doc, o, "response", "");
+        }
+        yyjson_mut_obj_add_bool(doc, o, "done", true);
+        yyjson_mut_obj_add_str(doc, o, "done_reason", "unload");
+        send_ollama_line(req, 200, doc);
+    }
+    yyjson_mut_doc_free(doc);
+    yyjson_doc_free(in);
+}
+
+/* one callback per op: nothing is allocated for a client that may leave before its body is read */
+static void chat_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    unload_body(arg, req, err, QR_OP_CHAT);
+}
+
+static void generate_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    unload_body(arg, req, err, QR_OP_COMPLETION);
+}
+
+void qr_api_llamacpp_ollama_infer(struct qr_app *app, struct qr_http_req *req, enum qr_op op)
+{
+    qr_http_req_read_body(req, app->cfg->max_request_bytes,
+                          op == QR_OP_CHAT ? chat_body : generate_body, app);
+}

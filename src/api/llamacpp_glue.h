@@ -1,0 +1,39 @@
+/* backend=llama.cpp in the daemon (llamacpp_glue.c): the adapter configured from the
+ * configuration table with a resolver over the catalog's registry, engine crashes recorded in the
+ * evidence store, and the Ollama routes that answer from the adapter's loaded models. */
+#ifndef QR_API_LLAMACPP_GLUE_H
+#define QR_API_LLAMACPP_GLUE_H
+
+#include <stdbool.h>
+
+#include "contract/request.h"
+#include "core/config.h"
+#include "core/err.h"
+
+struct qr_app;
+struct qr_http_req;
+
+/* Is backend=llama.cpp configured? */
+bool qr_api_llamacpp_selected(const struct qr_config *cfg);
+
+/* After qr_backend_new(&qr_backend_llamacpp): open <state_dir>/evidence.db (created with
+ * state_dir when missing; without it crashes are logged only), find and probe the engine
+ * (llama_server, else PATH, else .deps/llama/bin of the repository above the running binary) and
+ * configure the adapter. An engine that cannot be found or probed is not fatal: the backend stays
+ * unavailable with the reason (/readyz, /v1/backends). app->llama is owned by app afterwards.
+ * QR_ERR_NOMEM only. */
+enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag);
+
+/* Close the evidence store and free app->llama (after the backend was freed). NULL-safe. */
+void qr_api_llamacpp_cleanup(struct qr_app *app);
+
+/* GET /api/ps from the adapter's loaded models, in Ollama's shape. */
+void qr_api_llamacpp_ps(struct qr_app *app, struct qr_http_req *req);
+
+/* /api/chat (op CHAT) and /api/generate (op COMPLETION): keep_alive 0 with no messages (chat) or
+ * an empty prompt (generate) unloads the model now (or once idle) and answers Ollama's
+ * done_reason "unload" line (404 for a model the registry cannot serve); everything else goes to
+ * qr_api_infer. */
+void qr_api_llamacpp_ollama_infer(struct qr_app *app, struct qr_http_req *req, enum qr_op op);
+
+#endif

@@ -1,0 +1,466 @@
+/* backend=llama.cpp end to end: the real daemon runs the real llama-server on generated GGUF
+ * models (the scripted chat model and its draft from qr-gen-scripted, bert-embed-tiny from
+ * qr-gen-fixtures) found in a temporary models_dir through their builtin manifests. OpenAI and
+ * Ollama chat (streamed and not) give the script's exact greeting, tools give the script's call,
+ * embeddings a 64-dimensional vector, /api/ps lists what is loaded and keep_alive 0 unloads it,
+ * an unknown model is 404 in each client's shape, and a kill -9 of the engine mid-stream ends the
+ * client's stream with an error within a second, the next request is answered after the restart
+ * and the crash is in the evidence store. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <yyjson.h>
+
+#include "core/arena.h"
+#include "harness.h"
+#include "store/store.h"
+
+static struct qr_child daemon_;
+static char models[64];
+
+static const char GREETING[] =
+    "Hallo! Ich bin das Skript-Modell. Grüße aus München: Straße, Größe, Übermaß.";
+static const char WEATHER[] =
+    "{\"city\": \"München\", \"street\": \"Königstraße 1\", \"days\": 3, \"temperature\": -4.5, "
+    "\"detailed\": true, \"metric\": false, \"tags\": [\"Größe\", \"Übermaß\", \"ß\"], "
+    "\"location\": {\"lat\": 48.137, \"lon\": 11.575, \"country\": \"DE\"}, \"note\": null}";
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
+}
+
+static void post(const char *target, const char *body, struct qr_t_resp *r)
+{
+    qr_t_request("POST", daemon_.port, target, NULL, body, strlen(body), r);
+}
+
+static void get(const char *target, struct qr_t_resp *r)
+{
+    qr_t_request("GET", daemon_.port, target, NULL, NULL, 0, r);
+}
+
+static int setup(void **state)
+{
+    snprintf(models, sizeof models, "/tmp/qr-test-llmodels-%d-XXXXXX", (int) getpid());
+    if (!mkdtemp(models))
+        return -1;
+    char *out = NULL;
+    char *gen_s[] = {QR_TEST_GEN_SCRIPTED, models, NULL};
+    if (qr_t_run(gen_s, NULL, 60000, &out) != 0) {
+        fprintf(stderr, "qr-gen-scripted failed: %s\n", out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    char *gen_f[] = {QR_TEST_GEN_FIXTURES, models, "bert-embed-tiny.gguf", NULL};
+    if (qr_t_run(gen_f, NULL, 60000, &out) != 0) {
+        fprintf(stderr, "qr-gen-fixtures failed: %s\n", out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    const char *const args[] = {
+        "--backend", "llama.cpp",   "--models-dir", models, "--llama-threads",
+        "1",         "--llama-ctx", "1024",         NULL};
+    qr_t_daemon_start_args(&daemon_, 0, NULL, args);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    if (daemon_.pid > 0)
+        qr_t_stop(&daemon_, SIGTERM, 10000);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", models);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", models);
+    return 0;
+}
+
+static yyjson_val *jpath(yyjson_val *v, const char *path)
+{
+    return yyjson_ptr_get(v, path);
+}
+
+/* ---- ready, backends ---- */
+
+static void test_ready_and_backends(void **state)
+{
+    struct qr_t_resp r;
+    get("/readyz", &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    get("/v1/backends", &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(jpath(root, "/backends/0/kind")), "llama.cpp");
+    assert_string_equal(yyjson_get_str(jpath(root, "/backends/0/state")), "ready");
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+}
+
+/* ---- chat ---- */
+
+static const char CHAT_OFF[] = "{\"model\":\"scripted-chat\",%s\"messages\":[{\"role\":\"user\","
+                               "\"content\":\"hi\"}],\"chat_template_kwargs\":{\"enable_thinking\":"
+                               "false}}";
+
+static void test_openai_chat(void **state)
+{
+    char body[512];
+    struct qr_t_resp r;
+    snprintf(body, sizeof body, CHAT_OFF, "");
+    post("/v1/chat/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(jpath(root, "/choices/0/message/content")), GREETING);
+    assert_string_equal(yyjson_get_str(jpath(root, "/choices/0/finish_reason")), "stop");
+    assert_string_equal(yyjson_get_str(jpath(root, "/model")), "scripted-chat");
+    yyjson_doc_free(d);
+    char *backend = qr_t_header(&r, "X-Quantum-Backend");
+    assert_non_null(backend);
+    assert_string_equal(backend, "llama.cpp");
+    free(backend);
+    qr_t_resp_free(&r);
+
+    /* streamed: the content deltas joined are the greeting; the stream finishes with stop */
+    snprintf(body, sizeof body, CHAT_OFF, "\"stream\":true,");
+    post("/v1/chat/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    char text[1024] = "";
+    bool stop = false;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7))
+            continue;
+        yyjson_doc *c = yyjson_read(line + 6, strlen(line + 6), 0);
+        assert_non_null(c);
+        yyjson_val *cr = yyjson_doc_get_root(c);
+        const char *piece = yyjson_get_str(jpath(cr, "/choices/0/delta/content"));
+        if (piece)
+            strncat(text, piece, sizeof text - strlen(text) - 1);
+        const char *fin = yyjson_get_str(jpath(cr, "/choices/0/finish_reason"));
+        stop |= fin && !strcmp(fin, "stop");
+        yyjson_doc_free(c);
+    }
+    assert_string_equal(text, GREETING);
+    assert_true(stop);
+    qr_t_resp_free(&r);
+}
+
+static void test_ollama_chat_stream(void **state)
+{
+    struct qr_t_resp r;
+    post("/api/chat",
+         "{\"model\":\"scripted-chat\",\"think\":false,\"messages\":[{\"role\":"
+         "\"user\",\"content\":\"hi\"}]}",
+         &r);
+    assert_int_equal(r.status, 200);
+    char *ct = qr_t_header(&r, "Content-Type");
+    assert_non_null(ct);
+    assert_non_null(strstr(ct, "application/x-ndjson"));
+    free(ct);
+    char text[1024] = "";
+    bool done = false;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        yyjson_doc *c = yyjson_read(line, strlen(line), 0);
+        assert_non_null(c);
+        yyjson_val *cr = yyjson_doc_get_root(c);
+        assert_string_equal(yyjson_get_str(jpath(cr, "/model")), "scripted-chat");
+        const char *piece = yyjson_get_str(jpath(cr, "/message/content"));
+        if (piece)
+            strncat(text, piece, sizeof text - strlen(text) - 1);
+        if (yyjson_get_bool(jpath(cr, "/done"))) {
+            done = true;
+            assert_string_equal(yyjson_get_str(jpath(cr, "/done_reason")), "stop");
+        }
+        yyjson_doc_free(c);
+    }
+    assert_true(done);
+    assert_string_equal(text, GREETING);
+    qr_t_resp_free(&r);
+}
+
+static void test_tools(void **state)
+{
+    struct qr_t_resp r;
+    post("/v1/chat/completions",
+         "{\"model\":\"scripted-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Wetter?\"}],"
+         "\"chat_template_kwargs\":{\"enable_thinking\":false},\"tools\":[{\"type\":\"function\","
+         "\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"}}}]}",
+         &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(jpath(root, "/choices/0/finish_reason")), "tool_calls");
+    yyjson_val *call = jpath(root, "/choices/0/message/tool_calls/0");
+    assert_non_null(call);
+    const char *id = yyjson_get_str(yyjson_obj_get(call, "id"));
+    assert_non_null(id);
+    assert_true(strlen(id) > 0);
+    assert_string_equal(yyjson_get_str(jpath(call, "/function/name")), "get_weather");
+    assert_string_equal(yyjson_get_str(jpath(call, "/function/arguments")), WEATHER);
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+}
+
+/* ---- embeddings, /api/ps, unload ---- */
+
+static void test_embeddings_ps_unload(void **state)
+{
+    struct qr_t_resp r;
+    post("/v1/embeddings", "{\"model\":\"bert-embed-tiny\",\"input\":\"Hallo Welt\"}", &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *vec = jpath(yyjson_doc_get_root(d), "/data/0/embedding");
+    assert_true(yyjson_is_arr(vec));
+    assert_int_equal(yyjson_arr_size(vec), 64);
+    assert_true(yyjson_is_num(yyjson_arr_get_first(vec)));
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+
+    get("/api/ps", &r);
+    assert_int_equal(r.status, 200);
+    d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *list = jpath(yyjson_doc_get_root(d), "/models");
+    bool chat = false, embed = false;
+    size_t i, max;
+    yyjson_val *m;
+    yyjson_arr_foreach(list, i, max, m)
+    {
+        const char *name = yyjson_get_str(yyjson_obj_get(m, "name"));
+        assert_non_null(name);
+        assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "model")), name);
+        assert_true(yyjson_get_uint(yyjson_obj_get(m, "size")) > 0);
+        assert_non_null(yyjson_get_str(yyjson_obj_get(m, "digest")));
+        assert_non_null(yyjson_get_str(yyjson_obj_get(m, "expires_at")));
+        assert_true(yyjson_is_obj(yyjson_obj_get(m, "details")));
+        assert_int_equal(yyjson_get_uint(yyjson_obj_get(m, "size_vram")), 0);
+        chat |= !strcmp(name, "scripted-chat");
+        embed |= !strcmp(name, "bert-embed-tiny");
+    }
+    assert_true(chat);
+    assert_true(embed);
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+
+    /* Ollama's unload: an empty generate with keep_alive 0 */
+    post("/api/generate", "{\"model\":\"bert-embed-tiny\",\"keep_alive\":0}", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"done_reason\":\"unload\""));
+    qr_t_resp_free(&r);
+    bool gone = false;
+    for (int tries = 0; tries < 100 && !gone; tries++) {
+        get("/api/ps", &r);
+        gone = r.status == 200 && !strstr(r.body, "bert-embed-tiny");
+        qr_t_resp_free(&r);
+        if (!gone)
+            usleep(50000);
+    }
+    assert_true(gone);
+}
+
+static void test_unknown_model(void **state)
+{
+    struct qr_t_resp r;
+    post("/v1/chat/completions",
+         "{\"model\":\"no-such-model\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+    assert_int_equal(r.status, 404);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    assert_string_equal(yyjson_get_str(jpath(yyjson_doc_get_root(d), "/error/code")),
+                        "model_not_found");
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+
+    post("/api/chat",
+         "{\"model\":\"no-such-model\",\"messages\":[{\"role\":\"user\",\"content\":"
+         "\"x\"}]}",
+         &r);
+    assert_int_equal(r.status, 404);
+    d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    assert_true(yyjson_is_str(jpath(yyjson_doc_get_root(d), "/error"))); /* Ollama's shape */
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+}
+
+/* An engine that cannot be found: the daemon serves, says why, and refuses inference with 503. */
+static void test_engine_missing(void **state)
+{
+    struct qr_child other;
+    const char *const args[] = {"--backend", "llama.cpp",      "--models-dir",
+                                models,      "--llama-server", "/nonexistent/llama-server",
+                                NULL};
+    qr_t_daemon_start_args(&other, 0, NULL, args);
+    struct qr_t_resp r;
+    qr_t_request("GET", other.port, "/readyz", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "/nonexistent/llama-server"));
+    qr_t_resp_free(&r);
+    qr_t_request("GET", other.port, "/v1/backends", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"state\":\"unavailable\""));
+    qr_t_resp_free(&r);
+    static const char body[] =
+        "{\"model\":\"scripted-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    qr_t_request("POST", other.port, "/v1/chat/completions", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "/nonexistent/llama-server"));
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&other, SIGTERM, 10000), 0);
+}
+
+/* ---- kill -9 of the engine mid-stream ---- */
+
+/* The daemon's child running the scripted model (its command line names scripted.gguf). */
+static pid_t engine_pid(void)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    pid_t found = -1;
+    while (dir && (e = readdir(dir)) && found < 0) {
+        pid_t pid = (pid_t) atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        int ppid = 0;
+        if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1 || ppid != daemon_.pid)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int) pid);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = buf[i] ? buf[i] : ' ';
+        buf[n] = '\0';
+        if (strstr(buf, "/scripted.gguf"))
+            found = pid;
+    }
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
+struct stream_run {
+    struct qr_t_resp r;
+    double started_ms;
+};
+
+static void *long_stream(void *arg)
+{
+    struct stream_run *s = arg;
+    s->started_ms = now_ms();
+    post("/v1/chat/completions",
+         "{\"model\":\"scripted-chat\",\"stream\":true,\"max_tokens\":200000,\"messages\":[{"
+         "\"role\":\"user\",\"content\":\"[[long]]\"}],\"chat_template_kwargs\":{"
+         "\"enable_thinking\":false}}",
+         &s->r);
+    return NULL;
+}
+
+static void test_kill_mid_stream(void **state)
+{
+    pid_t pid = engine_pid();
+    assert_true(pid > 0); /* loaded by the chat tests */
+    struct stream_run s = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, long_stream, &s), 0);
+    usleep(800 * 1000); /* well into the endless answer */
+    double killed_ms = now_ms();
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    pthread_join(t, NULL);
+    double ended_ms = s.started_ms + s.r.total_ms;
+    assert_int_equal(s.r.status, 200);
+    assert_true(s.r.body_len > 0);
+    /* it was streaming when the engine died: many content chunks came before the error */
+    unsigned chunks = 0;
+    for (const char *p = s.r.body; (p = strstr(p, "\"content\":\"")) != NULL; p++)
+        chunks++;
+    assert_true(chunks >= 10);
+    assert_non_null(strstr(s.r.body, "engine_crashed"));
+    assert_null(strstr(s.r.body, "\"finish_reason\":\"stop\""));
+    assert_null(strstr(s.r.body, "\"finish_reason\":\"length\""));
+    fprintf(stderr, "stream ended %.0f ms after the kill\n", ended_ms - killed_ms);
+    assert_true(ended_ms - killed_ms < 1000.0);
+    qr_t_resp_free(&s.r);
+
+    /* the next request is served by the restarted engine */
+    char body[512];
+    struct qr_t_resp r;
+    snprintf(body, sizeof body, CHAT_OFF, "");
+    post("/v1/chat/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "Hallo! Ich bin das Skript-Modell."));
+    qr_t_resp_free(&r);
+    pid_t again = engine_pid();
+    assert_true(again > 0 && again != pid);
+
+    /* the crash is in the evidence store (read once the daemon has stopped) */
+    assert_int_equal(qr_t_stop(&daemon_, SIGTERM, 15000), 0);
+    daemon_.pid = 0;
+    char path[400];
+    snprintf(path, sizeof path, "%s/state/%s", daemon_.dir, QR_STORE_FILE);
+    struct qr_store *st = NULL;
+    struct qr_diag diag = {{0}};
+    assert_int_equal(qr_store_open(path, NULL, &st, NULL, &diag), QR_OK);
+    struct qr_arena a;
+    qr_arena_init(&a, 1 << 20);
+    struct qr_store_crash *rows = NULL;
+    size_t n = 0;
+    struct qr_store_filter f = {.model = "scripted-chat"};
+    assert_int_equal(qr_store_crash_list(st, &f, &a, &rows, &n, &diag), QR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].backend_id, "llama.cpp");
+    assert_int_equal(rows[0].signal, SIGKILL);
+    assert_int_equal(rows[0].pid, pid);
+    assert_non_null(strstr(rows[0].reason, "signal 9"));
+    qr_arena_cleanup(&a);
+    qr_store_close(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ready_and_backends),
+        cmocka_unit_test(test_openai_chat),
+        cmocka_unit_test(test_ollama_chat_stream),
+        cmocka_unit_test(test_tools),
+        cmocka_unit_test(test_embeddings_ps_unload),
+        cmocka_unit_test(test_unknown_model),
+        cmocka_unit_test(test_engine_missing),
+        cmocka_unit_test(test_kill_mid_stream), /* last: it stops the daemon */
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
