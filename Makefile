@@ -77,6 +77,7 @@ bench: setup release
 	build/release/bench/codec_bench --json build/bench/codec.json
 	build/release/bench/gguf_bench --json build/bench/gguf.json --peer scripts/engine-exec build/release/bench/ggml_peer
 	build/release/bench/router_bench --json build/bench/router.json
+	bench/run-llama-bench
 
 FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
