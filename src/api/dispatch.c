@@ -34,6 +34,7 @@ static const struct route routes[] = {
     {"/v1/models", "GET", R_OPENAI, qr_api_openai_models},
     {"/v1/models/", "GET", R_OPENAI | R_PREFIX, qr_api_openai_models},
     {"/v1/backends", "GET", 0, qr_api_backends},
+    {"/v1/loaded", "GET", 0, qr_api_loaded},
     {"/v1/route", "POST", 0, qr_api_route},
     {"/v1/model-policies", "GET", 0, qr_api_model_policies},
     {"/v1/upstreams", "GET", 0, qr_api_upstreams},

@@ -36,4 +36,15 @@ void qr_api_llamacpp_ps(struct qr_app *app, struct qr_http_req *req);
  * qr_api_infer. */
 void qr_api_llamacpp_ollama_infer(struct qr_app *app, struct qr_http_req *req, enum qr_op op);
 
+struct yyjson_mut_doc;
+struct yyjson_mut_val;
+
+/* /v1/backends for backend=llama.cpp (llamacpp_native.c): add "engine" {path, source, version,
+ * build, commit, names} (null when none was found) and "ledger" {entry_id, status, [reason],
+ * unverified, broken} to the backend object obj: the probed build's names matched against the
+ * ledger's entries of the descriptor's kind; no match is observed-unpinned with every claimed
+ * (supported/conditional) capability unverified. QR_ERR_NOMEM only. */
+enum qr_err qr_api_llamacpp_backend_extra(struct qr_app *app, struct yyjson_mut_doc *doc,
+                                          struct yyjson_mut_val *obj);
+
 #endif

@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "api/catalog.h"
+#include "api/llamacpp_glue.h"
 #include "backend/backend.h"
 #include "capability/descriptor.h"
 #include "core/http_server.h"
@@ -144,7 +145,9 @@ void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
     yyjson_mut_obj_add_str(doc, root, "contract_version", QR_CAP_CONTRACT);
     yyjson_mut_obj_add_uint(doc, root, "count", d ? 1 : 0);
     yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, root, "backends");
-    if (d && qr_cap_descriptor_add(d, doc, yyjson_mut_arr_add_obj(doc, arr))) {
+    yyjson_mut_val *bo = d ? yyjson_mut_arr_add_obj(doc, arr) : NULL;
+    if (d && (qr_cap_descriptor_add(d, doc, bo) || (qr_api_llamacpp_selected(app->cfg) &&
+                                                    qr_api_llamacpp_backend_extra(app, doc, bo)))) {
         yyjson_mut_doc_free(doc);
         qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
         return;

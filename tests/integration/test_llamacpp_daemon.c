@@ -5,19 +5,27 @@
  * embeddings a 64-dimensional vector, /api/ps lists what is loaded and keep_alive 0 unloads it,
  * an unknown model is 404 in each client's shape, and a kill -9 of the engine mid-stream ends the
  * client's stream with an error within a second, the next request is answered after the restart
- * and the crash is in the evidence store. */
+ * and the crash is in the evidence store. /v1/loaded shows the first load (starting/loading, then
+ * ready with pid, port, context and memory estimate, never the engine's API key); /v1/backends the
+ * probed engine and its ledger entry; a client that closes mid-decode frees the engine's slot
+ * (its /slots) within a second, one that closes mid-prefill has the upstream transfer aborted at
+ * once and the slot freed when the engine's prefill ends, with nothing decoded. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -450,16 +458,380 @@ static void test_kill_mid_stream(void **state)
     qr_store_close(st);
 }
 
+/* ---- /v1/loaded, engine and ledger in /v1/backends ---- */
+
+/* The API key of an engine process (LLAMA_API_KEY in its environment) into key (cap bytes). */
+static bool engine_key(pid_t pid, char *key, size_t cap)
+{
+    char path[64], buf[65536];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
+        if (!strncmp(buf + off, "LLAMA_API_KEY=", 14)) {
+            snprintf(key, cap, "%s", buf + off + 14);
+            return key[0] != '\0';
+        }
+    }
+    return false;
+}
+
+struct loaded_row {
+    char state[32];
+    pid_t pid;
+    int port;
+    uint64_t ctx, ctx_per_slot, bytes;
+    bool loading;
+};
+
+/* The row of model in GET /v1/loaded on daemon port dport; false when it is not listed. */
+static bool loaded_row(uint16_t dport, const char *model, struct loaded_row *out, char **body)
+{
+    struct qr_t_resp r;
+    qr_t_request("GET", dport, "/v1/loaded", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "backend")), "llama.cpp");
+    bool found = false;
+    size_t i, max;
+    yyjson_val *m;
+    yyjson_arr_foreach(yyjson_obj_get(root, "models"), i, max, m)
+    {
+        if (strcmp(yyjson_get_str(yyjson_obj_get(m, "model")), model))
+            continue;
+        found = true;
+        memset(out, 0, sizeof *out);
+        const char *st = yyjson_get_str(yyjson_obj_get(m, "state"));
+        snprintf(out->state, sizeof out->state, "%s", st ? st : "");
+        out->pid = (pid_t) yyjson_get_sint(yyjson_obj_get(m, "pid"));
+        out->port = (int) yyjson_get_sint(yyjson_obj_get(m, "port"));
+        out->ctx = yyjson_get_uint(yyjson_obj_get(m, "ctx"));
+        out->ctx_per_slot = yyjson_get_uint(yyjson_obj_get(m, "ctx_per_slot"));
+        out->bytes = yyjson_get_uint(yyjson_obj_get(m, "bytes"));
+        out->loading = yyjson_get_bool(yyjson_obj_get(m, "loading"));
+        assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "placement")), "cpu");
+    }
+    yyjson_doc_free(d);
+    if (body)
+        *body = strdup(r.body);
+    qr_t_resp_free(&r);
+    return found;
+}
+
+struct chat_run {
+    struct qr_t_resp r;
+};
+
+static void *short_chat(void *arg)
+{
+    struct chat_run *c = arg;
+    char body[512];
+    snprintf(body, sizeof body, CHAT_OFF, "");
+    post("/v1/chat/completions", body, &c->r);
+    return NULL;
+}
+
+/* While the first request loads the model, /v1/loaded lists it as starting/loading (then ready);
+ * afterwards ready with pid, port, context and a memory estimate, and never the API key. */
+static void test_loaded(void **state)
+{
+    struct loaded_row row;
+    assert_false(loaded_row(daemon_.port, "scripted-chat", &row, NULL)); /* nothing loaded yet */
+    struct chat_run c = {0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, short_chat, &c), 0);
+    char first[32] = "";
+    bool saw_loading = false;
+    double deadline = now_ms() + 20000;
+    while (now_ms() < deadline) {
+        if (loaded_row(daemon_.port, "scripted-chat", &row, NULL)) {
+            if (!first[0])
+                snprintf(first, sizeof first, "%s", row.state);
+            assert_true(!strcmp(row.state, "starting") || !strcmp(row.state, "loading") ||
+                        !strcmp(row.state, "ready"));
+            assert_true(row.loading == (strcmp(row.state, "ready") != 0));
+            saw_loading |= row.loading;
+            if (!strcmp(row.state, "ready"))
+                break;
+        }
+        usleep(2000);
+    }
+    pthread_join(t, NULL);
+    fprintf(stderr, "/v1/loaded: first state '%s', loading seen: %s\n", first,
+            saw_loading ? "yes" : "no");
+    assert_int_equal(c.r.status, 200);
+    qr_t_resp_free(&c.r);
+    char *body = NULL;
+    assert_true(loaded_row(daemon_.port, "scripted-chat", &row, &body));
+    assert_string_equal(row.state, "ready");
+    assert_false(row.loading);
+    assert_true(row.pid > 0);
+    assert_true(row.port > 0);
+    assert_int_equal(row.ctx, 1024);
+    assert_int_equal(row.ctx_per_slot, 1024);
+    assert_true(row.bytes > 0);
+    char key[256];
+    assert_true(engine_key(row.pid, key, sizeof key));
+    assert_null(strstr(body, key));
+    assert_non_null(strstr(body, "\"chat_template_caps\""));
+    assert_non_null(strstr(body, "\"expires_at\""));
+    free(body);
+}
+
+static void test_backends_engine_ledger(void **state)
+{
+    struct qr_t_resp r;
+    get("/v1/backends", &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *b = jpath(yyjson_doc_get_root(d), "/backends/0");
+    assert_string_equal(yyjson_get_str(jpath(b, "/engine/version")), "0.7.0");
+    assert_int_equal(yyjson_get_uint(jpath(b, "/engine/build")), 11669);
+    assert_string_equal(yyjson_get_str(jpath(b, "/engine/names/1")), "b11669");
+    assert_non_null(yyjson_get_str(jpath(b, "/engine/path")));
+    assert_string_equal(yyjson_get_str(jpath(b, "/ledger/entry_id")),
+                        "llama-cpp-debian-0.7.0-b11669");
+    assert_string_equal(yyjson_get_str(jpath(b, "/ledger/status")), "observed-unpinned");
+    /* claimed by the descriptor, not enabled by the entry: listed, the descriptor unchanged */
+    yyjson_val *unv = jpath(b, "/ledger/unverified");
+    assert_true(yyjson_is_arr(unv));
+    bool vision = false, text = false;
+    size_t i, max;
+    yyjson_val *v;
+    yyjson_arr_foreach(unv, i, max, v)
+    {
+        vision |= !strcmp(yyjson_get_str(v), "multimodal.vision");
+        text |= !strcmp(yyjson_get_str(v), "inference.text");
+    }
+    assert_true(vision);
+    assert_false(text);
+    assert_string_equal(yyjson_get_str(jpath(b, "/capabilities/multimodal.vision")), "conditional");
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+}
+
+/* ---- client abort: the engine's slot is free again ---- */
+
+/* 1: a slot of the engine on port is processing, 0: all idle, -1: /slots failed. */
+static int slots_busy(int port, const char *key)
+{
+    char auth[300];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+    const char *const hdrs[] = {auth, NULL};
+    struct qr_t_resp r;
+    qr_t_request("GET", (uint16_t) port, "/slots", hdrs, NULL, 0, &r);
+    int busy = r.status != 200 ? -1 : strstr(r.body, "\"is_processing\":true") ? 1 : 0;
+    qr_t_resp_free(&r);
+    return busy;
+}
+
+/* ms until the engine's slots are idle (polled every 5 ms), -1 after timeout_ms. */
+static double wait_idle(int port, const char *key, double from_ms, int timeout_ms)
+{
+    while (now_ms() - from_ms < timeout_ms) {
+        if (slots_busy(port, key) == 0)
+            return now_ms() - from_ms;
+        usleep(5000);
+    }
+    return -1;
+}
+
+/* A raw connection to dport with the whole request sent. */
+static int raw_post(uint16_t dport, const char *target, const char *body)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(dport)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *) &a, sizeof a), 0);
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      target, strlen(body));
+    assert_int_equal(write(fd, head, (size_t) hn), hn);
+    size_t off = 0, len = strlen(body);
+    while (off < len) {
+        ssize_t w = write(fd, body + off, len - off);
+        assert_true(w > 0);
+        off += (size_t) w;
+    }
+    return fd;
+}
+
+static void test_abort_mid_decode(void **state)
+{
+    struct loaded_row row;
+    assert_true(loaded_row(daemon_.port, "scripted-chat", &row, NULL));
+    char key[256];
+    assert_true(engine_key(row.pid, key, sizeof key));
+    assert_int_equal(slots_busy(row.port, key), 0);
+    int fd = raw_post(daemon_.port, "/v1/chat/completions",
+                      "{\"model\":\"scripted-chat\",\"stream\":true,\"max_tokens\":200000,"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"[[long]]\"}],"
+                      "\"chat_template_kwargs\":{\"enable_thinking\":false}}");
+    /* read until a few SSE events arrived */
+    char buf[65536];
+    size_t got = 0;
+    unsigned events = 0;
+    double deadline = now_ms() + 10000;
+    while (events < 5 && now_ms() < deadline) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        assert_true(n > 0);
+        got += (size_t) n;
+        buf[got] = '\0';
+        events = 0;
+        for (const char *p = buf; (p = strstr(p, "data: {")) != NULL; p++)
+            events++;
+    }
+    assert_true(events >= 5);
+    assert_non_null(strstr(buf, "200 OK"));
+    assert_int_equal(slots_busy(row.port, key), 1); /* decoding the endless answer */
+    double closed = now_ms();
+    close(fd);
+    double idle = wait_idle(row.port, key, closed, 5000);
+    fprintf(stderr, "mid-decode abort: slot idle %.1f ms after the client closed\n", idle);
+    assert_true(idle >= 0 && idle < 1000.0);
+}
+
+/* Is a connection to the engine's port established (the engine's side of one, /proc/net/tcp)? */
+static bool engine_conn_open(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned lport = 0, st = 0;
+        if (sscanf(line, " %*u: %*8x:%4x %*8x:%*4x %2x", &lport, &st) == 2)
+            found = (int) lport == port && st == 0x01; /* TCP_ESTABLISHED */
+    }
+    fclose(f);
+    return found;
+}
+
+/* n_decoded of the engine's first slot (GET /slots), -1 when unreadable. */
+static int64_t slot_decoded(int port, const char *key)
+{
+    char auth[300];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+    const char *const hdrs[] = {auth, NULL};
+    struct qr_t_resp r;
+    qr_t_request("GET", (uint16_t) port, "/slots", hdrs, NULL, 0, &r);
+    yyjson_doc *d = r.status == 200 ? yyjson_read(r.body, r.body_len, 0) : NULL;
+    yyjson_val *v = jpath(yyjson_doc_get_root(d), "/0/next_token/0/n_decoded");
+    int64_t n = yyjson_is_int(v) ? yyjson_get_sint(v) : -1;
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+    return n;
+}
+
+/* A long prompt (~2000 tokens, a prefill of 1-3 s on one thread) on a daemon with a larger
+ * context; the client closes while the engine is still processing the prompt (slot busy, nothing
+ * streamed yet). What is observable: the daemon aborts its upstream transfer at once (no connection
+ * to the engine is left established within 1 s of the client's close), but this engine build
+ * (0.7.0/b11669) acts on the cancellation only once the prompt is processed -- measured directly
+ * against llama-server as well, also with -b/-ub 256. So the slot is idle right
+ * after the prefill, and the endless [[long]] answer is never decoded. */
+static void test_abort_mid_prefill(void **state)
+{
+    struct qr_child big;
+    const char *const args[] = {
+        "--backend", "llama.cpp",   "--models-dir", models, "--llama-threads",
+        "1",         "--llama-ctx", "4096",         NULL};
+    qr_t_daemon_start_args(&big, 0, NULL, args);
+    /* load it first, so the measured request starts its prefill at once */
+    char small[512];
+    snprintf(small, sizeof small, CHAT_OFF, "");
+    struct qr_t_resp r;
+    qr_t_request("POST", big.port, "/v1/chat/completions", NULL, small, strlen(small), &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    struct loaded_row row;
+    assert_true(loaded_row(big.port, "scripted-chat", &row, NULL));
+    assert_int_equal(row.ctx, 4096);
+    char key[256];
+    assert_true(engine_key(row.pid, key, sizeof key));
+
+    /* [[long]] makes the answer endless should the engine ever decode it */
+    size_t cap = 32 * 1024;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    size_t n = (size_t) snprintf(body, cap,
+                                 "{\"model\":\"scripted-chat\",\"stream\":true,\"max_tokens\":"
+                                 "200000,\"chat_template_kwargs\":{\"enable_thinking\":false},"
+                                 "\"messages\":[{\"role\":\"user\",\"content\":\"[[long]]");
+    for (int i = 0; i < 500; i++)
+        n += (size_t) snprintf(body + n, cap - n, " w%d", i);
+    snprintf(body + n, cap - n, "\"}]}");
+    double sent = now_ms();
+    int fd = raw_post(big.port, "/v1/chat/completions", body);
+    free(body);
+    /* wait until the engine works on it (prefill: busy, nothing streamed yet) */
+    bool busy = false;
+    while (!busy && now_ms() - sent < 3000) {
+        busy = slots_busy(row.port, key) == 1;
+        if (!busy)
+            usleep(2000);
+    }
+    assert_true(busy);
+    struct pollfd pfd = {fd, POLLIN, 0};
+    bool streamed = poll(&pfd, 1, 0) > 0;
+    assert_true(engine_conn_open(row.port)); /* the daemon's upstream transfer */
+    double closed = now_ms();
+    close(fd);
+    /* the daemon closes its upstream connection at once */
+    double upstream = -1;
+    while (upstream < 0 && now_ms() - closed < 2000) {
+        if (!engine_conn_open(row.port))
+            upstream = now_ms() - closed;
+        else
+            usleep(1000);
+    }
+    bool still_prefill = slots_busy(row.port, key) == 1;
+    double idle = wait_idle(row.port, key, closed, 30000);
+    int64_t decoded = slot_decoded(row.port, key);
+    fprintf(stderr,
+            "mid-prefill abort: closed %.0f ms after sending (streamed before: %s); upstream "
+            "closed %.1f ms after the client; engine still in prefill then: %s; slot idle %.1f "
+            "ms after the close, %lld tokens decoded\n",
+            closed - sent, streamed ? "yes" : "no", upstream, still_prefill ? "yes" : "no", idle,
+            (long long) decoded);
+    /* stopped before the checks: a failed one must not leave the daemon (and its engine) */
+    int stopped = qr_t_stop(&big, SIGTERM, 15000);
+    assert_false(streamed);
+    assert_true(upstream >= 0 && upstream < 1000.0);
+    assert_true(still_prefill); /* the close did land in the prefill */
+    assert_true(idle >= 0);
+    assert_true(decoded >= 0 && decoded < 16); /* the endless answer was never decoded */
+    assert_int_equal(stopped, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_and_backends),
+        cmocka_unit_test(test_loaded), /* first load of scripted-chat */
+        cmocka_unit_test(test_backends_engine_ledger),
         cmocka_unit_test(test_openai_chat),
         cmocka_unit_test(test_ollama_chat_stream),
         cmocka_unit_test(test_tools),
         cmocka_unit_test(test_embeddings_ps_unload),
         cmocka_unit_test(test_unknown_model),
         cmocka_unit_test(test_engine_missing),
+        cmocka_unit_test(test_abort_mid_decode),
+        cmocka_unit_test(test_abort_mid_prefill),
         cmocka_unit_test(test_kill_mid_stream), /* last: it stops the daemon */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
