@@ -15,6 +15,7 @@
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
 #include "backend/backend.h"
+#include "backend/llamacpp/llamacpp.h"
 #include "capability/descriptor.h"
 #include "core/http_server.h"
 #include "core/log.h"
@@ -212,6 +213,23 @@ static void route_backend(struct qr_app *app, struct qr_route_backend *rb)
     memset(rb, 0, sizeof(*rb));
     rb->desc = qr_api_descriptor(app);
     rb->healthy = app->backend && app->backend->state != QR_BACKEND_UNAVAILABLE;
+    /* a managed engine's build, by every name the ledger may use ("0.7.0", "b11669"), so the
+     * ledger's version-specific blocks apply to it; one event loop, and a plan is rendered before
+     * the next one is made, so static storage is enough for what the plan borrows */
+    if (app->backend && app->backend->vt == &qr_backend_llamacpp) {
+        static char build[24];
+        static const char *names[2];
+        const struct qr_llama_engine *eng = qr_llamacpp_engine(app->backend);
+        size_t n = 0;
+        if (eng && eng->version[0])
+            names[n++] = eng->version;
+        if (eng && eng->build) {
+            snprintf(build, sizeof build, "b%u", (unsigned) eng->build);
+            names[n++] = build;
+        }
+        rb->engine_versions = names;
+        rb->n_engine_versions = n;
+    }
 }
 
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env)

@@ -615,6 +615,18 @@ static void test_backends_engine_ledger(void **state)
     assert_string_equal(yyjson_get_str(jpath(b, "/capabilities/multimodal.vision")), "conditional");
     yyjson_doc_free(d);
     qr_t_resp_free(&r);
+
+    /* the router plans with the engine's build, so version-specific ledger blocks apply */
+    post("/v1/route", "{\"model\":\"scripted-chat\",\"capabilities\":[\"tools.calling\"]}", &r);
+    assert_int_equal(r.status, 200);
+    d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    assert_string_equal(yyjson_get_str(jpath(yyjson_doc_get_root(d), "/plan/engine_version")),
+                        "0.7.0");
+    assert_string_equal(yyjson_get_str(jpath(yyjson_doc_get_root(d), "/plan/backend_kind")),
+                        "llama.cpp");
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
 }
 
 /* ---- client abort: the engine's slot is free again ---- */
