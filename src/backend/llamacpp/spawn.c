@@ -13,7 +13,14 @@
 
 #include "backend/llamacpp/spawn.h"
 
-#define MAX_ENV 4096 /* environment entries passed on; more is refused */
+#define MAX_ENV  4096 /* environment entries passed on; more is refused */
+#define MAX_ARGS 1024 /* argv entries; more is refused */
+
+/* util-linux's setpriv (Essential in Debian) sets the child's parent-death signal and then execs
+ * the engine in the same process, so an engine never outlives a daemon that was killed with
+ * SIGKILL (posix_spawn has no attribute for PR_SET_PDEATHSIG). The signal survives the engine
+ * wrapper's exec. Without setpriv the engine is started directly, as before. */
+#define SETPRIV "/usr/bin/setpriv"
 
 extern char **environ;
 
@@ -90,9 +97,37 @@ enum qr_err qr_llama_spawn(const char *path, char *const argv[], int out_fd,
         rc = posix_spawnattr_setsigmask(&attr, &none);
     if (!rc)
         rc = posix_spawnattr_setsigdefault(&attr, &all);
+    /* setpriv --pdeathsig KILL -- path argv[1..]: argv[0] of the engine stays path */
+    char *wrapped[MAX_ARGS + 5];
+    const char *exe = path;
+    char *const *args = argv;
+    size_t n = 0;
+    while (argv[n] && n < MAX_ARGS)
+        n++;
+    if (argv[n]) {
+        err = qr_diag_set(diag, QR_ERR_TOO_LARGE, "cannot start '%s': more than %d arguments", path,
+                          MAX_ARGS);
+        goto fail;
+    }
+    /* what posix_spawn would have said of the engine itself, said before setpriv runs it */
+    if (access(path, X_OK) != 0) {
+        err = qr_diag_set(diag, QR_ERR_IO, "cannot start '%s': %s", path, strerror(errno));
+        goto fail;
+    }
+    if (access(SETPRIV, X_OK) == 0) {
+        wrapped[0] = "setpriv";
+        wrapped[1] = "--pdeathsig";
+        wrapped[2] = "KILL";
+        wrapped[3] = "--";
+        wrapped[4] = (char *) path;
+        for (size_t i = 1; i <= n; i++)
+            wrapped[4 + i] = argv[i];
+        exe = SETPRIV;
+        args = wrapped;
+    }
     pid_t pid = -1;
     if (!rc)
-        rc = posix_spawn(&pid, path, &fa, &attr, argv, env);
+        rc = posix_spawn(&pid, exe, &fa, &attr, args, env);
     if (rc != 0) {
         err = qr_diag_set(diag, QR_ERR_IO, "cannot start '%s': %s", path, strerror(rc));
         goto fail;

@@ -20,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/llamacpp/engine.h"
 #include "backend/llamacpp/proc.h"
+#include "backend/llamacpp/spawn.h"
 #include "core/buf.h"
 #include "core/http_client.h"
 
@@ -946,6 +948,65 @@ static void test_two_procs(void **state)
     qr_llama_proc_free(p2);
 }
 
+/* An engine never outlives its daemon: a process that spawned one and is then killed with
+ * SIGKILL (no cleanup runs) takes the engine with it, through the parent-death signal setpriv
+ * sets. The "daemon" here is a forked child; the "engine" is sleep. */
+static bool pid_gone(pid_t pid)
+{
+    char path[64], st[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = '\0';
+    const char *rp = strrchr(st, ')'); /* "pid (comm) S ..." */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static void test_engine_dies_with_its_daemon(void **state)
+{
+    (void) state;
+    if (access("/usr/bin/setpriv", X_OK) != 0)
+        fail_msg("/usr/bin/setpriv (util-linux) not found");
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t daemon = fork();
+    assert_true(daemon >= 0);
+    if (daemon == 0) {
+        close(fds[0]);
+        int null = open("/dev/null", O_WRONLY);
+        char *argv[] = {"/bin/sleep", "30", NULL};
+        struct qr_diag d = {{0}};
+        pid_t engine = -1;
+        if (qr_llama_spawn("/bin/sleep", argv, null, NULL, &d, &engine) != QR_OK)
+            _exit(3);
+        if (write(fds[1], &engine, sizeof engine) != (ssize_t) sizeof engine)
+            _exit(4);
+        usleep(200 * 1000); /* let setpriv set the signal and exec sleep */
+        raise(SIGKILL);
+        _exit(5);
+    }
+    close(fds[1]);
+    pid_t engine = -1;
+    assert_int_equal(read(fds[0], &engine, sizeof engine), (ssize_t) sizeof engine);
+    close(fds[0]);
+    assert_true(engine > 0);
+    int st = 0;
+    assert_int_equal(waitpid(daemon, &st, 0), daemon);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) { /* bounded: 1 s */
+        gone = pid_gone(engine);
+        if (!gone)
+            usleep(10 * 1000);
+    }
+    if (!gone)
+        kill(engine, SIGKILL); /* leave nothing behind, then fail */
+    assert_true(gone);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -956,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_ready_auth_ring_stop),
         cmocka_unit_test(test_kill9_crash_restart),
         cmocka_unit_test(test_fail_to_start),
+        cmocka_unit_test(test_engine_dies_with_its_daemon),
         cmocka_unit_test(test_bad_model_fails_after_repeated_crashes),
         cmocka_unit_test(test_crashes_outside_window_do_not_fail),
         cmocka_unit_test(test_load_timeout_kills_group),
