@@ -13,6 +13,7 @@
 #include "core/builtin.h"
 #include "policy/pjson.h"
 #include "policy/version.h"
+#include "capability/capability.h"
 
 struct qr_ledger {
     yyjson_doc *doc;
@@ -22,37 +23,6 @@ struct qr_ledger {
     size_t n_blocks;
 };
 
-/* quantum.runtime/backend/v1alpha1 capability keys (DESIGN.md "Capability contract"). */
-static const char *const cap_keys[] = {"inference.text",
-                                       "architecture.dense",
-                                       "architecture.moe",
-                                       "moe.total_experts",
-                                       "moe.active_experts",
-                                       "moe.shared_experts",
-                                       "moe.expert_offload",
-                                       "moe.expert_parallel",
-                                       "quantization.formats",
-                                       "speculative.mtp",
-                                       "speculative.draft_model",
-                                       "cache.kv_offload",
-                                       "cache.prompt_cache",
-                                       "multimodal.vision",
-                                       "multimodal.audio",
-                                       "embeddings",
-                                       "reranking",
-                                       "reasoning.control",
-                                       "tools.calling",
-                                       "tools.streaming",
-                                       "structured_output",
-                                       "streaming.content",
-                                       "streaming.reasoning",
-                                       "streaming.tool_arguments",
-                                       "placement.cpu",
-                                       "placement.gpu",
-                                       "placement.hybrid",
-                                       "context.override",
-                                       NULL};
-
 static const char *const status_names[] = {"tested",  "candidate", "observed-unpinned",
                                            "blocked", "planned",   NULL};
 
@@ -61,9 +31,10 @@ const char *qr_ledger_status_str(enum qr_ledger_status s)
     return (unsigned) s < QR_ARRAY_LEN(status_names) - 1 ? status_names[s] : "?";
 }
 
+/* The contract's canonical key names (capability/capability.h), exactly. */
 bool qr_ledger_capability_known(const char *key)
 {
-    return qr_pj_lookup(key, cap_keys) >= 0;
+    return key && qr_cap_key_parse(qr_slice_str(key)) != QR_CAP_NOT_A_KEY;
 }
 
 /* --- loading -------------------------------------------------------------------------------- */
