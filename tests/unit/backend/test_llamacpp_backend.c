@@ -561,7 +561,7 @@ static void test_load_on_demand_greeting(void **state)
     struct qr_api_error err;
     assert_int_equal(submit(&r, &err), QR_OK);
     /* queued while the process loads */
-    struct qr_llamacpp_loaded row;
+    struct qr_llamacpp_loaded row = {0};
     assert_true(loaded_row("test/scripted", &row));
     assert_int_equal(row.queued, 1);
     assert_int_not_equal(row.state, QR_LLAMA_PROC_READY);
@@ -585,7 +585,7 @@ static void test_load_on_demand_greeting(void **state)
     run_init(&r, "test/scripted", "Hallo", QR_THINK_OFF);
     submit_wait(&r);
     assert_string_equal(buf_str(&r.ans.content), GREETING);
-    struct qr_llamacpp_loaded again;
+    struct qr_llamacpp_loaded again = {0};
     assert_true(loaded_row("test/scripted", &again));
     assert_int_equal(again.pid, row.pid);
     run_cleanup(&r);
@@ -643,7 +643,7 @@ static void test_draft_model(void **state)
     submit_wait(&r);
     assert_false(r.ans.failed);
     assert_string_equal(buf_str(&r.ans.content), GREETING);
-    struct qr_llamacpp_loaded a, b;
+    struct qr_llamacpp_loaded a = {0}, b = {0};
     assert_true(loaded_row("test/scripted-spec", &a));
     assert_true(loaded_row("test/scripted", &b));
     assert_int_not_equal(a.pid, b.pid); /* another engine configuration: another process */
@@ -687,7 +687,7 @@ static void test_keep_alive_zero_unloads_and_reloads(void **state)
     r.req.keep_alive = (struct qr_keep_alive){.set = true, .ms = 0};
     submit_wait(&r);
     assert_false(r.ans.failed);
-    struct qr_llamacpp_loaded row;
+    struct qr_llamacpp_loaded row = {0};
     struct qr_llama_proc *pp = qr_llamacpp_find_proc(F.b, "test/llama-tiny");
     pid_t pid = pp ? qr_llama_proc_pid(pp) : -1;
     int64_t t0 = now_ms();
@@ -774,7 +774,7 @@ static void test_budget_lru_eviction(void **state)
     load_one("test/scripted", "Hallo");
     load_one("test/llama-tiny", "hi");
     load_one("test/scripted-spec", "Hallo");
-    struct qr_llamacpp_loaded s, t, sp;
+    struct qr_llamacpp_loaded s = {0}, t = {0}, sp = {0};
     assert_true(loaded_row("test/scripted", &s));
     assert_true(loaded_row("test/llama-tiny", &t));
     assert_true(loaded_row("test/scripted-spec", &sp));
@@ -872,7 +872,7 @@ static void test_kill_mid_stream(void **state)
     submit_wait(&r);
     assert_false(r.ans.failed);
     assert_string_equal(buf_str(&r.ans.content), GREETING);
-    struct qr_llamacpp_loaded row;
+    struct qr_llamacpp_loaded row = {0};
     assert_true(loaded_row("test/scripted", &row));
     assert_int_not_equal(row.pid, pid);
     assert_int_equal(row.crashes, 1);
@@ -982,7 +982,7 @@ static void test_cancel_frees_slot(void **state)
     assert_int_equal(busy, 0);
     assert_true(idle_after < 1000);
     assert_false(r.final); /* no event after cancel */
-    struct qr_llamacpp_loaded row;
+    struct qr_llamacpp_loaded row = {0};
     assert_true(loaded_row("test/scripted", &row));
     assert_int_equal(row.in_flight, 0);
     run_cleanup(&r);
@@ -1018,7 +1018,7 @@ static void test_broken_transfer_without_crash(void **state)
                   (long long) (r.t_final - t0));
     assert_true(r.t_final - t0 >= 800 + 300 - 20);
     assert_true(proc_ready("test/scripted"));
-    struct qr_llamacpp_loaded row;
+    struct qr_llamacpp_loaded row = {0};
     assert_true(loaded_row("test/scripted", &row));
     assert_int_equal(row.in_flight, 0);
     run_cleanup(&r);
@@ -1160,7 +1160,7 @@ static void test_props_captured(void **state)
     NEED_ENGINE();
     load_one("test/scripted", "Hallo");
     load_one("test/llama-tiny", "hi");
-    struct qr_llamacpp_loaded s, t;
+    struct qr_llamacpp_loaded s = {0}, t = {0};
     assert_true(loaded_row("test/scripted", &s));
     assert_true(loaded_row("test/llama-tiny", &t));
     assert_true(s.props.valid);
@@ -1241,7 +1241,7 @@ static void test_tools_refused_without_tool_syntax(void **state)
 {
     NEED_ENGINE();
     load_one("test/llama-tiny", "hi");
-    struct qr_llamacpp_loaded before, after;
+    struct qr_llamacpp_loaded before = {0}, after = {0};
     assert_true(loaded_row("test/llama-tiny", &before));
     unsigned tasks = engine_tasks("test/llama-tiny");
     assert_true(tasks >= 1);
@@ -1320,7 +1320,7 @@ static void test_parallel_false_delivers_one_call(void **state)
     assert_int_equal(r.ans.n_calls, 2);
     run_cleanup(&r);
 
-    struct qr_llamacpp_loaded before, after;
+    struct qr_llamacpp_loaded before = {0}, after = {0};
     assert_true(loaded_row("test/scripted", &before));
     run_init(&r, "test/scripted", "Wetter und Uhrzeit [[parallel]]", QR_THINK_OFF);
     set_tools(&r, true);
@@ -1514,7 +1514,7 @@ static void test_fake_engine_guards(void **state)
         assert_non_null(strstr(buf_str(&r.ans.error_message), "GET /props"));
         print_message("%s: %s\n", bad[i], buf_str(&r.ans.error_message));
         run_cleanup(&r);
-        struct qr_llamacpp_loaded row;
+        struct qr_llamacpp_loaded row = {0};
         assert_true(loaded_row(bad[i], &row));
         assert_false(row.props.valid);
         assert_int_equal(row.requests, 0);
