@@ -22,6 +22,7 @@
 #include "build_info.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "host/cpu.h"
 #include "registry/registry.h"
 #include "store/store.h"
 
@@ -285,6 +286,19 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
     open_store(g, cfg->state_dir);
     char prefix[PATH_MAX];
     find_prefix(prefix);
+    /* Threads: the configured count, else the physical cores this process may use (affinity and
+     * cgroup quota), never the engine's own guess, which ignores both. Calibration will refine
+     * it (docs/LLAMACPP.md "Arguments from the plan"). */
+    uint32_t threads = (uint32_t) cfg->llama_threads;
+    char threads_why[192] = "configured (llama_threads)";
+    if (!threads) {
+        struct qr_host_cpu cpu;
+        if (qr_host_cpu_discover(NULL, NULL, 0, &cpu, NULL) == QR_OK)
+            threads = qr_host_default_threads(&cpu, threads_why, sizeof threads_why);
+    }
+    const char *threads_src = threads_why; /* QR_LF_S tests its value for NULL */
+    QR_LOG(QR_LOG_INFO, "llama.cpp engine threads", QR_LF_N("threads", threads),
+           QR_LF_S("source", threads_src));
     struct qr_llamacpp_options o = {
         .engine_path = cfg->llama_server[0] ? cfg->llama_server : NULL,
         .prefix = prefix[0] ? prefix : NULL,
@@ -293,7 +307,7 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
         .memory_budget = cfg->memory_budget ? cfg->memory_budget : default_budget(),
         .ctx = (uint32_t) cfg->llama_ctx,
         .parallel = (uint32_t) cfg->llama_parallel,
-        .threads = (uint32_t) cfg->llama_threads,
+        .threads = threads,
         .resolve = resolve,
         .list = list,
         .resolver_arg = g,

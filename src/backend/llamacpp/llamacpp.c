@@ -1323,6 +1323,7 @@ static void fill_loaded(const struct lp *p, struct qr_llamacpp_loaded *r)
     r->port = port_of(qr_llama_proc_base_url(p->proc));
     r->ctx = p->ctx;
     r->parallel = p->parallel;
+    r->threads = p->threads;
     r->bytes = p->bytes;
     r->weight_bytes = p->weight_bytes;
     r->kv_bytes = p->kv_bytes;
@@ -1331,6 +1332,9 @@ static void fill_loaded(const struct lp *p, struct qr_llamacpp_loaded *r)
     r->queued = p->queue.n;
     r->loaded_at_ms = p->loaded_at_ms;
     r->load_ms = p->load_ms;
+    r->loading_ms = r->state == QR_LLAMA_PROC_STARTING || r->state == QR_LLAMA_PROC_LOADING
+                        ? wall_ms() - p->loaded_at_ms
+                        : -1;
     r->last_used_ms = p->last_used_ms;
     r->expires_at_ms = p->expires_at_ms;
     r->crashes = p->crashes;
@@ -1369,6 +1373,7 @@ enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, y
              yyjson_mut_obj_add_int(doc, o, "port", r.port) &&
              yyjson_mut_obj_add_uint(doc, o, "ctx", r.ctx) &&
              yyjson_mut_obj_add_uint(doc, o, "parallel", r.parallel) &&
+             yyjson_mut_obj_add_uint(doc, o, "threads", r.threads) &&
              yyjson_mut_obj_add_uint(doc, o, "bytes", r.bytes) &&
              yyjson_mut_obj_add_uint(doc, o, "weight_bytes", r.weight_bytes) &&
              yyjson_mut_obj_add_uint(doc, o, "kv_bytes", r.kv_bytes) &&
@@ -1377,6 +1382,7 @@ enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, y
              yyjson_mut_obj_add_uint(doc, o, "queued", r.queued) &&
              yyjson_mut_obj_add_sint(doc, o, "loaded_at_ms", r.loaded_at_ms) &&
              yyjson_mut_obj_add_sint(doc, o, "load_ms", r.load_ms) &&
+             yyjson_mut_obj_add_sint(doc, o, "loading_ms", r.loading_ms) &&
              yyjson_mut_obj_add_sint(doc, o, "last_used_ms", r.last_used_ms) &&
              yyjson_mut_obj_add_sint(doc, o, "expires_at_ms", r.expires_at_ms) &&
              yyjson_mut_obj_add_uint(doc, o, "crashes", r.crashes) &&

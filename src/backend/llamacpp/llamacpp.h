@@ -116,12 +116,14 @@ struct qr_llamacpp_loaded {
     pid_t pid;              /* -1 when no child runs */
     int port;               /* 0 when none */
     uint32_t ctx, parallel; /* total context and slots */
+    uint32_t threads;       /* -t/-tb; 0 = the engine's default */
     uint64_t bytes;         /* memory estimate: weights + KV + compute (+ draft, mmproj) */
     uint64_t weight_bytes, kv_bytes, compute_bytes;
     unsigned in_flight;             /* requests running on the engine */
     unsigned queued;                /* requests waiting for it to be ready */
     int64_t loaded_at_ms;           /* wall clock ms of the load start */
     int64_t load_ms;                /* spawn -> ready of the last load, -1 while loading */
+    int64_t loading_ms;             /* while starting/loading: ms since the load began; else -1 */
     int64_t last_used_ms;           /* wall clock ms of the last request's end (or start) */
     int64_t expires_at_ms;          /* wall clock ms of the idle unload; -1 never; 0 busy */
     unsigned crashes;               /* crashes of this process */
