@@ -45,6 +45,9 @@
 #define READS_PER_EVENT     8          /* then yield to the loop */
 #define DRAIN_MAX           (1u << 20) /* output drained synchronously when the child is reaped */
 #define HEALTH_TIMEOUT_MS   2000u
+#define DEF_LIVE_MS         5000u /* READY: /health probe period */
+#define DEF_LIVE_TIMEOUT_MS 5000u
+#define DEF_LIVE_FAILURES   3u
 #define REASON_TAIL_LINES   4u
 #define REASON_TAIL_BYTES   480u
 #define MAX_ARGV            (32 + QR_LLAMA_PLAN_MAX_EXTRA)
@@ -68,6 +71,7 @@ struct qr_llama_proc {
     size_t n_args;
     struct qr_llama_restart rs;
     uint32_t load_timeout_ms, health_ms, grace_ms;
+    uint32_t live_ms, live_timeout_ms, live_failures_max;
     qr_llama_proc_state_fn on_state;
     void *arg;
 
@@ -85,6 +89,8 @@ struct qr_llama_proc {
     char key[33];
     char key_env[48];
     bool stop_requested, timed_out;
+    bool hung;              /* killed because it stopped answering /health while ready */
+    unsigned live_failures; /* consecutive failed liveness probes */
     unsigned bind_retries;
     int64_t spawned_ms;
 
@@ -500,6 +506,11 @@ static void became_ready(struct qr_llama_proc *p)
 {
     cancel_health(p);
     evtimer_del(p->deadline_timer);
+    /* from now on the same timer probes liveness: a hung engine (alive, not answering) is
+     * killed and goes the crash way */
+    p->live_failures = 0;
+    struct timeval lv = tv_ms(p->live_ms);
+    evtimer_add(p->health_timer, &lv);
     p->bind_retries = 0;
     p->stats.ready_after_ms = mono_ms() - p->spawned_ms;
     char why[96];
@@ -508,11 +519,36 @@ static void became_ready(struct qr_llama_proc *p)
     notify(p, QR_LLAMA_PROC_READY, why);
 }
 
+/* A liveness probe's outcome while READY. live_failures_max failures in a row: SIGKILL the
+ * group; the reaped child is a crash ("hung") and restarts like any other. */
+static void live_result(struct qr_llama_proc *p, bool ok, enum qr_err err, const struct qr_diag *d)
+{
+    if (ok) {
+        p->live_failures = 0;
+        return;
+    }
+    p->live_failures++;
+    char status[32];
+    snprintf(status, sizeof status, "answered %d", p->health_status);
+    const char *what = err != QR_OK ? (d && d->msg[0] ? d->msg : qr_err_str(err)) : status;
+    QR_LOG(QR_LOG_WARN, "llama.cpp engine failed a liveness probe", QR_LF_S("engine", p->name),
+           QR_LF_N("failures", p->live_failures), QR_LF_S("error", what));
+    if (p->live_failures < p->live_failures_max || p->pid <= 0 || p->hung)
+        return;
+    p->hung = true;
+    evtimer_del(p->health_timer);
+    qr_llama_spawn_kill(p->pid, SIGKILL);
+}
+
 static void on_health_done(struct qr_http_call *call, enum qr_err err, const struct qr_diag *d,
                            void *arg)
 {
     struct qr_llama_proc *p = arg;
     p->health_call = NULL;
+    if (p->state == QR_LLAMA_PROC_READY) {
+        live_result(p, err == QR_OK && p->health_status == 200, err, d);
+        return;
+    }
     if (p->state != QR_LLAMA_PROC_STARTING && p->state != QR_LLAMA_PROC_LOADING)
         return;
     if (err != QR_OK)
@@ -535,19 +571,23 @@ static void on_health_done(struct qr_http_call *call, enum qr_err err, const str
 static void on_health_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct qr_llama_proc *p = arg;
-    if (p->health_call || p->pid <= 0)
+    if (p->pid <= 0 || p->hung)
         return;
+    bool live = p->state == QR_LLAMA_PROC_READY;
+    if (p->health_call)
+        return; /* the probe in flight reports through its own timeout */
     char url[64], auth[48];
-    snprintf(url, sizeof url, "%s%s", p->url, p->health_ok ? "/v1/models" : "/health");
+    bool keyed = p->health_ok && !live;
+    snprintf(url, sizeof url, "%s%s", p->url, keyed ? "/v1/models" : "/health");
     snprintf(auth, sizeof auth, "Bearer %s", p->key);
     struct qr_http_header h = {QR_SLICE_LIT("Authorization"), qr_slice_str(auth)};
     struct qr_http_call_opts o = {
         .method = "GET",
         .url = url,
         .headers = &h,
-        .n_headers = p->health_ok ? 1 : 0,
-        .connect_timeout_ms = HEALTH_TIMEOUT_MS,
-        .timeout_ms = HEALTH_TIMEOUT_MS,
+        .n_headers = keyed ? 1 : 0,
+        .connect_timeout_ms = live ? p->live_timeout_ms : HEALTH_TIMEOUT_MS,
+        .timeout_ms = live ? p->live_timeout_ms : HEALTH_TIMEOUT_MS,
         .on_response = on_health_response,
         .on_data = on_health_data,
         .on_done = on_health_done,
@@ -610,7 +650,8 @@ static enum qr_err spawn_child(struct qr_llama_proc *p, struct qr_diag *diag)
     p->out_fd = fds[0];
     p->out_ev = ev;
     event_add(ev, NULL);
-    p->stop_requested = p->timed_out = p->health_ok = false;
+    p->stop_requested = p->timed_out = p->health_ok = p->hung = false;
+    p->live_failures = 0;
     p->exit_pending = false;
     p->log_at_spawn = p->stats.log_bytes;
     p->spawned_ms = mono_ms();
@@ -769,6 +810,14 @@ static void handle_exit(struct qr_llama_proc *p, int status)
         crashed(p, t);
         return;
     }
+    if (p->hung) {
+        char t[200];
+        snprintf(t, sizeof t, "did not answer /health %u times in a row (hung, killed)",
+                 p->live_failures);
+        p->stats.hangs++;
+        crashed(p, t);
+        return;
+    }
     crashed(p, what);
 }
 
@@ -912,6 +961,11 @@ enum qr_err qr_llama_proc_new(struct qr_llama_sup *s, const struct qr_llama_proc
     if (p->health_ms < MIN_HEALTH_MS)
         p->health_ms = MIN_HEALTH_MS;
     p->grace_ms = o->stop_grace_ms ? o->stop_grace_ms : DEF_STOP_GRACE_MS;
+    p->live_ms = o->liveness_interval_ms ? o->liveness_interval_ms : DEF_LIVE_MS;
+    if (p->live_ms < MIN_HEALTH_MS)
+        p->live_ms = MIN_HEALTH_MS;
+    p->live_timeout_ms = o->liveness_timeout_ms ? o->liveness_timeout_ms : DEF_LIVE_TIMEOUT_MS;
+    p->live_failures_max = o->liveness_failures ? o->liveness_failures : DEF_LIVE_FAILURES;
     p->on_state = o->on_state;
     p->arg = o->arg;
     p->stats.ready_after_ms = -1;

@@ -96,7 +96,13 @@ struct qr_llama_proc_opts {
     uint32_t load_timeout_ms;    /* spawn -> READY bound (default 120000) */
     uint32_t health_interval_ms; /* /health poll period while starting (default 50, min 10) */
     uint32_t stop_grace_ms;      /* SIGTERM -> SIGKILL (default 5000) */
-    size_t log_ring_bytes;       /* captured output kept (default 64 KiB, max 16 MiB) */
+    /* Liveness while READY: GET /health every liveness_interval_ms (default 5000, min 10), each
+     * bounded by liveness_timeout_ms (default 5000); liveness_failures (default 3) failed probes
+     * in a row (no answer, or not 200) SIGKILL the group: a crash "hung", restarted as usual. */
+    uint32_t liveness_interval_ms;
+    uint32_t liveness_timeout_ms;
+    uint32_t liveness_failures;
+    size_t log_ring_bytes; /* captured output kept (default 64 KiB, max 16 MiB) */
     qr_llama_proc_state_fn on_state;
     void *arg;
 };
@@ -113,6 +119,7 @@ struct qr_llama_proc_stats {
     unsigned spawns;        /* children started (including bind retries) */
     unsigned crashes;       /* crashes ever */
     unsigned restarts;      /* restarts after a crash */
+    unsigned hangs;         /* children killed for failing liveness probes (counted in crashes) */
     int64_t ready_after_ms; /* last spawn -> READY, -1 when not reached */
     uint64_t log_bytes;     /* output bytes ever captured */
 };

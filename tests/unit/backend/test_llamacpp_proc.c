@@ -671,6 +671,46 @@ static void test_kill9_crash_restart(void **state)
     qr_llama_proc_free(p);
 }
 
+/* A living engine that stops answering (SIGSTOP) is found by the liveness probes, killed and
+ * restarted like a crash; a healthy one is left alone. */
+static void test_hung_engine_is_killed(void **state)
+{
+    if (!have_engine)
+        skip();
+    struct watch w;
+    struct qr_llama_proc_opts o = base_opts(ENGINE, F.model, &w);
+    o.liveness_interval_ms = 100;
+    o.liveness_timeout_ms = 300;
+    o.liveness_failures = 2;
+    struct qr_llama_proc *p = start_ready(&o, NULL);
+    pid_t pid = qr_llama_proc_pid(p);
+    run_for(600); /* about six probes answered: still ready, nothing killed */
+    assert_int_equal(qr_llama_proc_state(p), QR_LLAMA_PROC_READY);
+    assert_int_equal(qr_llama_proc_pid(p), pid);
+
+    int64_t t0 = now_ms();
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    assert_int_equal(wait_state(p, BIT(QR_LLAMA_PROC_CRASHED) | BIT(QR_LLAMA_PROC_FAILED), 5000),
+                     QR_LLAMA_PROC_CRASHED);
+    int64_t latency = now_ms() - t0;
+    print_message("hung engine killed after %lld ms: %s\n", (long long) latency, w.crash_reason);
+    assert_true(latency < 3000);
+    assert_non_null(
+        strstr(w.crash_reason, "did not answer /health 2 times in a row (hung, killed)"));
+    assert_non_null(strstr(w.crash_reason, "while ready"));
+    assert_true(process_gone(pid, 1000));
+    struct qr_llama_proc_stats s;
+    qr_llama_proc_stats(p, &s);
+    assert_int_equal(s.hangs, 1);
+    assert_int_equal(s.crashes, 1);
+
+    assert_int_equal(wait_state(p, BIT(QR_LLAMA_PROC_READY) | BIT(QR_LLAMA_PROC_FAILED), READY_MS),
+                     QR_LLAMA_PROC_READY);
+    assert_true(qr_llama_proc_pid(p) > 0 && qr_llama_proc_pid(p) != pid);
+    stop_exited(p, NULL);
+    qr_llama_proc_free(p);
+}
+
 static void test_fail_to_start(void **state)
 {
     struct watch w;
@@ -1016,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_plan_validation),
         cmocka_unit_test(test_ready_auth_ring_stop),
         cmocka_unit_test(test_kill9_crash_restart),
+        cmocka_unit_test(test_hung_engine_is_killed),
         cmocka_unit_test(test_fail_to_start),
         cmocka_unit_test(test_engine_dies_with_its_daemon),
         cmocka_unit_test(test_bad_model_fails_after_repeated_crashes),
