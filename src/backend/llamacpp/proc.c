@@ -123,7 +123,7 @@ static const char *const managed_flags[] = {
     "-c", "--ctx-size", "-np", "--parallel", "-t", "--threads", "-tb", "--threads-batch",
     "--embedding", "--embeddings", "--rerank", "--reranking", "-md", "--model-draft",
     "--spec-draft-model", "--spec-type", "--mmproj", "-h", "--help", "--version", "--reuse-port",
-    "--log-file",
+    "--log-file", "--jinja", "--no-jinja", "--reasoning-format",
 };
 /* clang-format on */
 
@@ -426,6 +426,14 @@ static char **build_args(const struct qr_llama_plan *pl, size_t *out_n)
         push(args, &n, pl->mmproj);
     }
     push(args, &n, "--no-webui");
+    if (!pl->embeddings && !pl->rerank) {
+        /* stated, not left to the build's defaults: templates through jinja (tools need it) and
+         * reasoning split into reasoning_content; never "none", which leaks the generation
+         * prompt's empty think block into content when thinking is off */
+        push(args, &n, "--jinja");
+        push(args, &n, "--reasoning-format");
+        push(args, &n, "deepseek");
+    }
     for (size_t i = 0; i < pl->n_extra; i++)
         push(args, &n, pl->extra[i]);
     *out_n = n;

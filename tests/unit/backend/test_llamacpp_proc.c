@@ -881,6 +881,21 @@ static void test_plan_arguments(void **state)
     qr_llama_proc_stop(p);
     assert_int_equal(wait_state(p, BIT(QR_LLAMA_PROC_EXITED), 5000), QR_LLAMA_PROC_EXITED);
     qr_llama_proc_free(p);
+
+    /* a generation process states its template and reasoning handling */
+    o.plan = (struct qr_llama_plan){.model_path = "/m/chat.gguf", .alias = "org/chat", .ctx = 512};
+    assert_int_equal(qr_llama_proc_new(F.sup, &o, &d, &p), QR_OK);
+    assert_int_equal(qr_llama_proc_start(p, &d), QR_OK);
+    run_for(100);
+    read_cmdline(qr_llama_proc_pid(p), cl, sizeof cl);
+    snprintf(want, sizeof want,
+             "%s -m /m/chat.gguf -a org/chat -c 512 --no-webui --jinja --reasoning-format deepseek "
+             "--host 127.0.0.1 --port ",
+             F.stubborn_sh);
+    assert_non_null(strstr(cl, want));
+    qr_llama_proc_stop(p);
+    assert_int_equal(wait_state(p, BIT(QR_LLAMA_PROC_EXITED), 5000), QR_LLAMA_PROC_EXITED);
+    qr_llama_proc_free(p);
 }
 
 static void test_stop_kills_after_grace(void **state)
