@@ -125,6 +125,20 @@ function childrenOf(ppid) {
   return out;
 }
 
+/** The engine pid among the daemon's children whose model file (-m) ends in name. */
+function engineFor(ppid, name) {
+  for (const pid of childrenOf(ppid)) {
+    try {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const m = argv.indexOf('-m');
+      if (m >= 0 && argv[m + 1]?.endsWith(`/${name}`)) return pid;
+    } catch {
+      /* gone */
+    }
+  }
+  return 0;
+}
+
 function alive(pid) {
   try {
     process.kill(pid, 0);
@@ -380,6 +394,44 @@ describe('npm clients -> daemon backend=llama.cpp (real llama-server, scripted m
       assert.equal(r.choices[0].message.content, S.greeting);
     });
 
+    it('kill -9 of the engine mid-stream: an APIError naming engine_crashed within 1 s; the next request succeeds', T,
+      async () => {
+        noteEngines();
+        const stream = await client.chat.completions.create(
+          {model: CHAT, messages: user('[[long]]'), stream: true, max_tokens: 100000, ...OFF});
+        let chunks = 0, killedAt = 0, caught = null, finish = null;
+        const pid = engineFor(daemon.proc.pid, 'scripted.gguf');
+        assert.ok(pid > 0, 'no engine process for scripted.gguf among the daemon\'s children');
+        const loop = (async () => {
+          for await (const c of stream) {
+            finish = c.choices[0]?.finish_reason ?? finish;
+            if (++chunks === 5 && !killedAt) {
+              killedAt = Date.now();
+              process.kill(pid, 'SIGKILL');
+            }
+          }
+        })();
+        try {
+          await within(10000, loop, 'iteration after the kill');
+        } catch (e) {
+          caught = e;
+        }
+        const took = Date.now() - killedAt;
+        assert.ok(killedAt > 0, 'never saw 5 chunks');
+        assert.ok(caught instanceof APIError, `got ${caught?.constructor?.name}: ${caught?.message}`);
+        assert.match(String(caught.message), /crashed/);
+        assert.match(JSON.stringify(caught.error ?? {}), /engine_crashed/);
+        assert.equal(finish, null, 'a crashed stream must not finish cleanly');
+        assert.ok(took < 1000, `error ${took} ms after the kill`);
+        // the restarted engine serves the next request (the crash backoff is waited in the queue)
+        const r = await within(15000, client.chat.completions.create({model: CHAT, messages: user('hi'), ...OFF}),
+          'request after the crash');
+        assert.equal(r.choices[0].message.content, S.greeting);
+        const again = engineFor(daemon.proc.pid, 'scripted.gguf');
+        assert.ok(again > 0 && again !== pid, `engine pid ${again} (was ${pid})`);
+        noteEngines();
+      });
+
     it('an unknown model: 404 APIError (NotFoundError)', T, async () => {
       for (const stream of [false, true]) {
         await assert.rejects(client.chat.completions.create({model: 'no-such-model', messages: user('x'), stream}),
@@ -552,6 +604,66 @@ describe('npm clients -> daemon backend=llama.cpp (real llama-server, scripted m
       const r = await within(5000, client.chat({model: CHAT, messages: user('hi'), think: false}),
         'request after the abort (is the engine slot still busy?)');
       assert.equal(r.message.content, S.greeting);
+    });
+
+    it('keep_alive "1s" on a request: ps shows the expiry, the model unloads, the next request reloads it', T,
+      async () => {
+        const t0 = Date.now();
+        const r = await client.embed({model: EMBED, input: 'Grüße', keep_alive: '1s'});
+        assert.equal(r.embeddings[0].length, 64);
+        const first = engineFor(daemon.proc.pid, 'bert-embed-tiny.gguf');
+        assert.ok(first > 0, 'no engine for bert-embed-tiny.gguf');
+        const row = (await client.ps()).models.find((m) => m.name === EMBED);
+        assert.ok(row, 'not listed by ps after the request');
+        const exp = new Date(row.expires_at).getTime();
+        assert.ok(exp >= t0 + 900 && exp <= Date.now() + 1100, `expires_at ${row.expires_at}`);
+        let names = null;
+        const deadline = Date.now() + 6000;
+        do {
+          names = (await client.ps()).models.map((m) => m.name);
+          if (!names.includes(EMBED)) break;
+          await sleep(50);
+        } while (Date.now() < deadline);
+        assert.ok(!names.includes(EMBED), `still listed: ${names}`);
+        assert.ok(Date.now() - t0 >= 1000, 'unloaded before its keep_alive');
+        assert.ok(await within(3000, (async () => {
+          while (alive(first)) await sleep(20);
+          return true;
+        })(), 'engine exit after the idle unload'));
+        const r2 = await client.embed({model: EMBED, input: 'Grüße'});
+        assert.deepEqual(r2.embeddings, r.embeddings);
+        const second = engineFor(daemon.proc.pid, 'bert-embed-tiny.gguf');
+        assert.ok(second > 0 && second !== first, `reloaded engine pid ${second} (was ${first})`);
+        noteEngines();
+      });
+
+    it('kill -9 of the engine mid-stream: the iteration throws naming the crash within 1 s', T, async () => {
+      noteEngines();
+      const stream = await client.chat({
+        model: CHAT, messages: user('[[long]]'), think: false, stream: true, options: {num_predict: 100000},
+      });
+      const pid = engineFor(daemon.proc.pid, 'scripted.gguf');
+      assert.ok(pid > 0, 'no engine process for scripted.gguf');
+      let parts = 0, killedAt = 0, done = false;
+      const loop = (async () => {
+        for await (const p of stream) {
+          done = done || p.done;
+          if (++parts === 5 && !killedAt) {
+            killedAt = Date.now();
+            process.kill(pid, 'SIGKILL');
+          }
+        }
+      })();
+      await assert.rejects(within(10000, loop, 'iteration after the kill'), (e) => {
+        assert.match(String(e?.message ?? e), /crashed/, `got ${e?.name}: ${e?.message}`);
+        return true;
+      });
+      assert.ok(killedAt > 0, 'never saw 5 parts');
+      assert.ok(Date.now() - killedAt < 1000, `error ${Date.now() - killedAt} ms after the kill`);
+      assert.equal(done, false, 'a crashed stream must not end with done');
+      const r = await within(15000, client.chat({model: CHAT, messages: user('hi'), think: false}), 'request after the crash');
+      assert.equal(r.message.content, S.greeting);
+      noteEngines();
     });
 
     it('unknown model: ResponseError 404 in Ollama shape', T, async () => {
