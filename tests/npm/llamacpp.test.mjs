@@ -260,6 +260,17 @@ describe('npm clients -> daemon backend=llama.cpp (real llama-server, scripted m
       assert.ok(lastR < firstC, 'reasoning deltas come before content deltas');
     });
 
+    it('reasoning budget: llama.cpp\'s thinking_budget_tokens passes through and cuts the reasoning', T, async () => {
+      // an engine-specific extension field: the Runtime passes unknown fields to OpenAI-compatible
+      // engines unchanged (docs/API.md); the engine forces </think> after 3 reasoning tokens
+      const r = await client.chat.completions.create({model: CHAT, messages: user('hi'), thinking_budget_tokens: 3});
+      assert.equal(r.choices[0].message.reasoning_content, 'Der Nutzer ');
+      assert.equal(r.choices[0].message.content, S.greetContent);
+      const z = await client.chat.completions.create({model: CHAT, messages: user('hi'), thinking_budget_tokens: 0});
+      assert.ok(!z.choices[0].message.reasoning_content, JSON.stringify(z.choices[0].message));
+      assert.equal(z.choices[0].message.content, S.greetContent);
+    });
+
     it('tools: one call with an id and the script arguments (every JSON type)', T, async () => {
       const r = await client.chat.completions.create({model: CHAT, messages: user('Wetter?'), tools: TOOLS, ...OFF});
       assert.equal(r.choices[0].finish_reason, 'tool_calls');
