@@ -116,6 +116,8 @@ void qr_api_refresh_backend_models(struct qr_app *app);
 void qr_api_openai_chat(struct qr_app *app, struct qr_http_req *req);
 void qr_api_openai_completions(struct qr_app *app, struct qr_http_req *req);
 void qr_api_openai_embeddings(struct qr_app *app, struct qr_http_req *req);
+/* POST /v1/rerank and /rerank (llama-server's, Jina's and Cohere's shape; rerank_codec.h). */
+void qr_api_openai_rerank(struct qr_app *app, struct qr_http_req *req);
 /* GET /v1/models and /v1/models/{id}. */
 void qr_api_openai_models(struct qr_app *app, struct qr_http_req *req);
 

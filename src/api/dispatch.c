@@ -31,6 +31,8 @@ static const struct route routes[] = {
     {"/v1/chat/completions", "POST", R_OPENAI, qr_api_openai_chat},
     {"/v1/completions", "POST", R_OPENAI, qr_api_openai_completions},
     {"/v1/embeddings", "POST", R_OPENAI, qr_api_openai_embeddings},
+    {"/v1/rerank", "POST", R_OPENAI, qr_api_openai_rerank},
+    {"/rerank", "POST", R_OPENAI, qr_api_openai_rerank},
     {"/v1/models", "GET", R_OPENAI, qr_api_openai_models},
     {"/v1/models/", "GET", R_OPENAI | R_PREFIX, qr_api_openai_models},
     {"/v1/backends", "GET", 0, qr_api_backends},

@@ -14,6 +14,7 @@
 #include "api/codec.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
+#include "api/rerank_codec.h"
 #include "backend/backend.h"
 #include "build_info.h"
 #include "capability/capability.h"
@@ -83,9 +84,15 @@ static void infer_free(struct infer *in)
     free(in);
 }
 
+/* Ops that generate tokens; embeddings and rerank answers are never streamed or guarded. */
+static bool generating(enum qr_op op)
+{
+    return op == QR_OP_CHAT || op == QR_OP_COMPLETION;
+}
+
 static bool streaming(const struct infer *in)
 {
-    return in->creq.stream && in->op != QR_OP_EMBED;
+    return in->creq.stream && generating(in->op);
 }
 
 static void send_api_error(struct qr_http_req *req, enum qr_protocol proto,
@@ -573,8 +580,8 @@ static enum qr_err apply_plan(struct infer *in, const struct qr_route_plan *plan
         g->stops = in->creq.stop;
         g->n_stops = in->creq.n_stop;
     }
-    g->active = g->max_tokens > 0 || g->n_stops > 0;
-    if (g->active && in->op != QR_OP_EMBED)
+    g->active = generating(in->op) && (g->max_tokens > 0 || g->n_stops > 0);
+    if (g->active)
         r->stream = true; /* counted and scanned per delta; a whole answer is aggregated here */
 
     if (eff->n_policies) {
@@ -701,10 +708,13 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
     struct qr_decode_limits lim;
     qr_decode_limits_default(&lim);
     struct qr_slice body = qr_http_req_body(req);
-    err = in->proto == QR_PROTO_OPENAI
-              ? qr_openai_decode(in->op, body, &lim, &in->arena, &in->creq, &e)
-              : qr_ollama_decode(in->op, in->legacy_embeddings, body, &lim, &in->arena, &in->creq,
-                                 &e);
+    if (in->op == QR_OP_RERANK)
+        err = qr_rerank_decode(body, &lim, &in->arena, &in->creq, &e);
+    else
+        err = in->proto == QR_PROTO_OPENAI
+                  ? qr_openai_decode(in->op, body, &lim, &in->arena, &in->creq, &e)
+                  : qr_ollama_decode(in->op, in->legacy_embeddings, body, &lim, &in->arena,
+                                     &in->creq, &e);
     if (err)
         goto fail;
     struct qr_enc_env env = {.now_ns = now_ns(), .resp_id = NULL};

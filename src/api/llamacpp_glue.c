@@ -1,9 +1,10 @@
 /* The daemon side of backend=llama.cpp: configures the adapter (backend/llamacpp/llamacpp.h) from
  * the configuration table, gives it a model resolver over the catalog's registry (a manifest's
  * llama.cpp GGUF artifact, its draft, its mode from the capabilities), records every engine crash
- * in the evidence store (<state_dir>/evidence.db), and answers the Ollama routes that need the
- * adapter's loaded models: GET /api/ps, and the unload form of /api/chat and /api/generate
- * (keep_alive 0 with no messages or an empty prompt). docs/LLAMACPP.md "Daemon mode". */
+ * and every valid GET /props evidence in the evidence store (<state_dir>/evidence.db), and answers
+ * the Ollama routes that need the adapter's loaded models: GET /api/ps, and the unload form of
+ * /api/chat and /api/generate (keep_alive 0 with no messages or an empty prompt).
+ * docs/LLAMACPP.md "Daemon mode". */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -205,6 +206,89 @@ static void on_crash(void *arg, const struct qr_llamacpp_crash *c)
                QR_LF_N("crash_id", id));
 }
 
+/* ---- the engine's /props evidence into the evidence store ---- */
+
+/* The first llama.cpp GGUF artifact of m with a main role; NULL for none. */
+static const struct qr_manifest_artifact *main_artifact(const struct qr_reg_model *m)
+{
+    for (size_t i = 0; m->source != QR_REG_BACKEND && i < m->m->n_artifacts; i++) {
+        const struct qr_manifest_artifact *a = &m->m->artifacts[i];
+        if (is_llama_gguf(a) && is_main_role(a->role))
+            return a;
+    }
+    return NULL;
+}
+
+/* What the evidence is keyed by: the main artifact's discovered digest, else the file's path. */
+static void artifact_key(const struct qr_reg_model *m, const char *path, char *out, size_t cap)
+{
+    const struct qr_manifest_artifact *a = m ? main_artifact(m) : NULL;
+    for (size_t i = 0; a && i < m->n_files; i++) {
+        if (m->files[i].uri && !strcmp(m->files[i].uri, a->uri) && m->files[i].sha256[0]) {
+            snprintf(out, cap, "%s", m->files[i].sha256);
+            return;
+        }
+    }
+    snprintf(out, cap, "%s", path ? path : "");
+}
+
+bool qr_api_llamacpp_artifact_key(struct qr_app *app, const char *model, char *out, size_t cap)
+{
+    struct qr_llamacpp_glue *g = app->llama;
+    const struct qr_registry *reg = app->catalog ? app->catalog->registry : NULL;
+    const struct qr_reg_model *m = reg && model ? qr_registry_find(reg, model) : NULL;
+    struct qr_llamacpp_model lm;
+    struct qr_diag d = {{0}};
+    out[0] = '\0';
+    if (!g || !m || model_of(g, m, &lm, &d) != QR_OK)
+        return false;
+    artifact_key(m, lm.gguf_path, out, cap);
+    return true;
+}
+
+struct qr_store *qr_api_llamacpp_store(struct qr_app *app)
+{
+    return app->llama ? app->llama->store : NULL;
+}
+
+static void on_evidence(void *arg, const struct qr_llamacpp_observed *o)
+{
+    struct qr_llamacpp_glue *g = arg;
+    if (!g->store)
+        return;
+    const struct qr_registry *reg = g->app->catalog ? g->app->catalog->registry : NULL;
+    char key[PATH_MAX];
+    artifact_key(reg ? qr_registry_find(reg, o->model) : NULL, o->gguf_path, key, sizeof key);
+    /* every observed fact, in the shape /v1/loaded shows it */
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *root = doc ? yyjson_mut_obj(doc) : NULL;
+    char *facts = NULL;
+    if (root && qr_llamacpp_props_json(doc, root, o->props))
+        facts = yyjson_mut_val_write(yyjson_mut_obj_get(root, "engine"), 0, NULL);
+    yyjson_mut_doc_free(doc);
+    const struct qr_llamacpp_props *p = o->props;
+    struct qr_store_evidence rec = {
+        .backend_id = "llama.cpp",
+        .model = o->model,
+        .artifact = key,
+        .engine_version = o->engine_version ? o->engine_version : "",
+        .supports_tools = p->caps[QR_LLAMACPP_TCAP_TOOLS],
+        .supports_parallel_tool_calls = p->caps[QR_LLAMACPP_TCAP_PARALLEL_TOOL_CALLS],
+        .supports_system_role = p->caps[QR_LLAMACPP_TCAP_SYSTEM_ROLE],
+        .vision = p->vision,
+        .audio = p->audio,
+        .n_ctx_slot = p->n_ctx_slot,
+        .build_info = p->build_info,
+        .facts_json = facts ? facts : "{}",
+    };
+    struct qr_diag d = {{0}};
+    const char *why = d.msg; /* QR_LF_S tests its value for NULL */
+    if (qr_store_evidence_add(g->store, &rec, NULL, &d))
+        QR_LOG(QR_LOG_ERROR, "cannot record the engine evidence in the evidence store",
+               QR_LF_S("model", o->model), QR_LF_S("error", why));
+    free(facts);
+}
+
 static void open_store(struct qr_llamacpp_glue *g, const char *state_dir)
 {
     char path[PATH_MAX];
@@ -313,6 +397,8 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
         .resolver_arg = g,
         .on_crash = on_crash,
         .crash_arg = g,
+        .on_evidence = on_evidence,
+        .evidence_arg = g,
     };
     struct qr_diag d = {{0}};
     const char *why = d.msg; /* QR_LF_S tests its value for NULL */

@@ -38,13 +38,37 @@ void qr_api_llamacpp_ollama_infer(struct qr_app *app, struct qr_http_req *req, e
 
 struct yyjson_mut_doc;
 struct yyjson_mut_val;
+struct qr_store;
+struct qr_reg_model;
+
+/* The evidence store backend=llama.cpp records crashes and /props evidence in (borrowed); NULL
+ * when it could not be opened or llama.cpp is not the backend. */
+struct qr_store *qr_api_llamacpp_store(struct qr_app *app);
+
+/* What the engine evidence of the registry model named model is keyed by (the main GGUF
+ * artifact's discovered "sha256:<hex>", else its resolved path) into out (cap bytes). false when
+ * the model does not resolve to a file on disk. */
+bool qr_api_llamacpp_artifact_key(struct qr_app *app, const char *model, char *out, size_t cap);
 
 /* /v1/backends for backend=llama.cpp (llamacpp_native.c): add "engine" {path, source, version,
  * build, commit, names} (null when none was found) and "ledger" {entry_id, status, [reason],
  * unverified, broken} to the backend object obj: the probed build's names matched against the
  * ledger's entries of the descriptor's kind; no match is observed-unpinned with every claimed
- * (supported/conditional) capability unverified. QR_ERR_NOMEM only. */
+ * (supported/conditional) capability unverified. Also "crashes" {total, recent[<= 10, newest
+ * first]} from the evidence store, "failed_models" (processes whose restarts gave up, with the
+ * reason) and "models" (the newest /props evidence per model, artifact and engine version).
+ * QR_ERR_NOMEM only. */
 enum qr_err qr_api_llamacpp_backend_extra(struct qr_app *app, struct yyjson_mut_doc *doc,
                                           struct yyjson_mut_val *obj);
+
+/* POST /api/show for backend=llama.cpp (llamacpp_native.c): replace the "capabilities" array of
+ * the answer root obj (built from m's manifest) by the manifest's capabilities minus those the
+ * adapter's descriptor marks unsupported, the matched ledger entry lists as broken, or the newest
+ * engine evidence for this model, artifact and engine version refutes (supports_tools false drops
+ * "tools", no vision modality drops "vision"), and add "quantum_runtime" {backend,
+ * engine_version, observed, evidence{<capability>: {listed, source[, reason]}}, note} saying
+ * why. QR_ERR_NOMEM only. */
+enum qr_err qr_api_llamacpp_show(struct qr_app *app, const struct qr_reg_model *m,
+                                 struct yyjson_mut_doc *doc, struct yyjson_mut_val *obj);
 
 #endif

@@ -1350,6 +1350,7 @@ enum qr_err qr_ollama_enc_event(struct qr_ollama_enc *e, const struct qr_event *
     case QR_EV_START:
     case QR_EV_META:
     case QR_EV_EMBEDDING:
+    case QR_EV_RERANK: /* the Ollama API has no rerank route */
         return QR_OK;
     }
     return QR_OK;

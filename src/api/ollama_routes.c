@@ -397,7 +397,11 @@ static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)
     const struct qr_reg_model *m = name ? show_from_registry(app, name) : NULL;
     if (m) {
         yyjson_mut_doc *doc = show_doc(m);
-        qr_api_send_json(req, 200, doc);
+        /* backend=llama.cpp: capabilities judged with the engine's evidence (llamacpp_glue.h) */
+        if (app->llama && qr_api_llamacpp_show(app, m, doc, yyjson_mut_doc_get_root(doc)))
+            qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        else
+            qr_api_send_json(req, 200, doc);
         yyjson_mut_doc_free(doc);
     } else if (qr_backend_can_proxy(app->backend)) {
         qr_backend_proxy(app->backend, req, qr_http_req_target(req)); /* re-reads the body */

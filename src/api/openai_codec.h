@@ -62,9 +62,13 @@ struct qr_openai_enc {
     bool has_usage;
     uint64_t begun[QR_OPENAI_MAX_TRACKED_CALLS / 64];    /* TOOL_BEGIN seen, by index */
     uint64_t has_args[QR_OPENAI_MAX_TRACKED_CALLS / 64]; /* non-empty TOOL_ARGS seen */
+    /* RERANK: the request (documents, top_n, return_documents), borrowed like model: it must
+     * outlive the encoder; NULL for other ops */
+    const struct qr_request *rerank;
 };
 
-/* req and env are borrowed for the call; req->model must stay valid while e is used.
+/* req and env are borrowed for the call; req->model (and for a rerank request req itself) must
+ * stay valid while e is used.
  * id: env->resp_id when set, else "chatcmpl-"/"cmpl-" + 24 random hex; created: env->now_ns
  * in seconds (the wall clock when env is NULL). */
 void qr_openai_enc_init(struct qr_openai_enc *e, const struct qr_request *req,
@@ -76,9 +80,10 @@ enum qr_err qr_openai_enc_event(struct qr_openai_enc *e, const struct qr_event *
                                 struct qr_buf *out);
 
 /* Append the non-streamed JSON body + "\n" for a finished, non-failed answer (chat.completion,
- * text_completion or the embeddings list, by the request's op; embeddings as float arrays printed
- * "%.9g", or as base64 of little-endian float32 when the request asked for base64). Usage is
- * always present; counts not reported are 0. a is borrowed. */
+ * text_completion, the embeddings list or the rerank list, by the request's op; embeddings as
+ * float arrays printed "%.9g", or as base64 of little-endian float32 when the request asked for
+ * base64; rerank as qr_rerank_enc_answer in rerank_codec.h). Usage is always present; counts not
+ * reported are 0. a is borrowed. */
 enum qr_err qr_openai_enc_answer(struct qr_openai_enc *e, const struct qr_answer *a,
                                  struct qr_buf *out);
 

@@ -18,6 +18,7 @@
 
 #include <yyjson.h>
 
+#include "api/rerank_codec.h"
 #include "core/http_server.h"
 
 /* A writer with a sticky error: after the first failed append (which freed the buffer) nothing
@@ -51,11 +52,18 @@ static void w_slice(struct w *w, struct qr_slice s)
     w_str(w, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
 }
 
+/* Decimal, as "%" PRId64 writes it; by hand because every streamed chunk carries "created". */
 static void w_i64(struct w *w, int64_t v)
 {
-    char buf[32];
-    int n = snprintf(buf, sizeof(buf), "%" PRId64, v);
-    w_raw(w, buf, (size_t) n);
+    char buf[24], *p = buf + sizeof(buf);
+    uint64_t u = v < 0 ? (uint64_t) 0 - (uint64_t) v : (uint64_t) v;
+    do {
+        *--p = (char) ('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    w_raw(w, p, (size_t) (buf + sizeof(buf) - p));
 }
 
 /* The OpenAI finish_reason for a canonical one. */
@@ -141,6 +149,7 @@ void qr_openai_enc_init(struct qr_openai_enc *e, const struct qr_request *req,
         e->created = (int64_t) ts.tv_sec;
     }
     e->embed_base64 = req->encoding == QR_EMBED_BASE64;
+    e->rerank = req->op == QR_OP_RERANK ? req : NULL;
     e->usage = (struct qr_usage){-1, -1, -1, -1, -1, -1, -1, -1};
 }
 
@@ -363,6 +372,7 @@ enum qr_err qr_openai_enc_event(struct qr_openai_enc *e, const struct qr_event *
         break;
     case QR_EV_META:
     case QR_EV_EMBEDDING:
+    case QR_EV_RERANK:
         break;
     }
     return w.rc;
@@ -532,6 +542,10 @@ enum qr_err qr_openai_enc_answer(struct qr_openai_enc *e, const struct qr_answer
     case QR_OP_EMBED:
         answer_embed(e, a, e->embed_base64, &w);
         break;
+    case QR_OP_RERANK:
+        if (!e->rerank)
+            return QR_ERR_INTERNAL;
+        return qr_rerank_enc_answer(e->model, e->rerank, a, out);
     }
     return w.rc;
 }

@@ -1,4 +1,4 @@
-/* OpenAI API routes: chat completions, completions and embeddings through the canonical
+/* OpenAI API routes: chat completions, completions, embeddings and rerank through the canonical
  * contract, and the model list -- one document that is both OpenAI's object list (entries with
  * the Runtime's own fields: backend, context length, size, digest, canonical id) and the
  * predecessor's native registry list (api_version, schema_version, count, models, problems). */
@@ -46,6 +46,11 @@ void qr_api_openai_completions(struct qr_app *app, struct qr_http_req *req)
 void qr_api_openai_embeddings(struct qr_app *app, struct qr_http_req *req)
 {
     qr_api_infer(app, req, QR_PROTO_OPENAI, QR_OP_EMBED, false);
+}
+
+void qr_api_openai_rerank(struct qr_app *app, struct qr_http_req *req)
+{
+    qr_api_infer(app, req, QR_PROTO_OPENAI, QR_OP_RERANK, false);
 }
 
 /* ---- model list ---- */

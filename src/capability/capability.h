@@ -61,6 +61,7 @@
  *
  *   op chat or completion                      -> inference.text
  *   op embed                                   -> embeddings (and not inference.text)
+ *   op rerank                                  -> reranking (and not inference.text)
  *   tools present and tool_choice not "none",
  *   or tool_choice required/function           -> tools.calling
  *   history with assistant tool_calls or tool
@@ -76,8 +77,8 @@
  * Not mapped, on purpose: context_len (an admission limit the policy decides, never a hard
  * requirement), sampling, stop, max_tokens, keep_alive, logprobs, suffix, raw, n_choices,
  * parallel_tool_calls, earlier-turn reasoning text, dimensions/encoding (no key says anything
- * about them; the backend codecs refuse what they cannot carry). qr_op has no rerank operation:
- * qr_cap_required_for_endpoint() covers it. */
+ * about them; the backend codecs refuse what they cannot carry), top_n and return_documents
+ * (the client encoder applies them). */
 #ifndef QR_CAPABILITY_CAPABILITY_H
 #define QR_CAPABILITY_CAPABILITY_H
 
@@ -325,7 +326,7 @@ bool qr_cap_evidence_satisfies(const struct qr_cap_evidence *ev, struct qr_cap_s
 /* The capabilities req requires (the mapping table above). req is borrowed. */
 struct qr_cap_set qr_cap_required(const struct qr_request *req);
 
-/* Endpoint families, for what a route alone requires (rerank has no qr_op). */
+/* Endpoint families, for what a route alone requires. */
 enum qr_cap_endpoint {
     QR_CAP_EP_CHAT = 0,
     QR_CAP_EP_COMPLETION = 1,

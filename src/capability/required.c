@@ -54,6 +54,8 @@ struct qr_cap_set qr_cap_required(const struct qr_request *req)
         return s;
     if (req->op == QR_OP_EMBED)
         return qr_cap_required_for_endpoint(QR_CAP_EP_EMBED);
+    if (req->op == QR_OP_RERANK)
+        return qr_cap_required_for_endpoint(QR_CAP_EP_RERANK);
     /* every other op generates text; an op this table does not know still needs text */
     qr_cap_set_add(&s, QR_CAP_INFERENCE_TEXT);
 

@@ -1,18 +1,21 @@
 /* The canonical event stream's shared helpers and its aggregate. qr_answer_add is both the way a
  * non-streamed answer is built and the executable form of the order contract in event.h: the
- * first event is START; CONTENT, REASONING, TOOL_*, META and EMBEDDING come after it and before
- * USAGE; USAGE comes at most once; then exactly one DONE or ERROR, and nothing after that. A
- * TOOL_BEGIN takes the next index (0, 1, ...) and needs an id; TOOL_ARGS and TOOL_END need a begun
- * call that has not ended; DONE needs every call ended (an ERROR may cut one short). Any violation
- * is QR_ERR_INTERNAL: a decoder bug, never an upstream's fault. Memory is bounded by max_bytes
- * (0 = no cap): content, reasoning, tool arguments, tool ids and names and embedding floats count
- * against it together (held), and the embedding slot table is capped by it too; the one-off
- * strings (model, finish reason, error text, upstream id) are each capped at max_bytes. Checks
- * come before allocation. A failed allocation leaves the buffer it hit empty and held consistent.
- * Tool-call ids come from getrandom(2); only if that fails, from a counter mixed with the clock. */
+ * first event is START; CONTENT, REASONING, TOOL_*, META, EMBEDDING and RERANK come after it and
+ * before USAGE; USAGE comes at most once; then exactly one DONE or ERROR, and nothing after that.
+ * A TOOL_BEGIN takes the next index (0, 1, ...) and needs an id; TOOL_ARGS and TOOL_END need a
+ * begun call that has not ended; DONE needs every call ended (an ERROR may cut one short). Any
+ * violation is QR_ERR_INTERNAL: a decoder bug, never an upstream's fault. Memory is bounded by
+ * max_bytes (0 = no cap): content, reasoning, tool arguments, tool ids and names and embedding
+ * floats count against it together (held), and the embedding slot table is capped by it too; the
+ * one-off strings (model, finish reason, error text, upstream id) are each capped at max_bytes.
+ * Rerank scores are kept by document index (each index once, finite); their slot table counts
+ * against held like the embedding floats. Checks come before allocation. A failed allocation
+ * leaves the buffer it hit empty and held consistent. Tool-call ids come from getrandom(2); only
+ * if that fails, from a counter mixed with the clock. */
 #include "contract/event.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,6 +135,7 @@ void qr_answer_cleanup(struct qr_answer *a)
         free(a->vectors[i]);
     free(a->vectors);
     free(a->dims);
+    free(a->scores);
     qr_answer_init(a, a->max_bytes);
 }
 
@@ -246,6 +250,30 @@ static enum qr_err add_embedding(struct qr_answer *a, const struct qr_event *ev)
     return QR_OK;
 }
 
+static enum qr_err add_score(struct qr_answer *a, const struct qr_event *ev)
+{
+    size_t idx = ev->index;
+    if (!isfinite(ev->score))
+        return QR_ERR_INTERNAL;
+    if (idx < a->n_scores && a->scores[idx].set)
+        return QR_ERR_INTERNAL; /* each index once */
+    size_t want = idx + 1 > a->n_scores ? idx + 1 : a->n_scores;
+    size_t grow = (want - a->n_scores) * sizeof(*a->scores);
+    if (idx >= a->max_bytes / sizeof(*a->scores) || grow > a->max_bytes - a->held)
+        return QR_ERR_TOO_LARGE;
+    void *s = a->scores;
+    enum qr_err err = grow_array(&s, a->n_scores, want, sizeof(*a->scores));
+    a->scores = s;
+    if (err)
+        return err;
+    a->scores[idx].set = true;
+    a->scores[idx].score = ev->score;
+    a->n_scores = want;
+    a->n_ranked++;
+    a->held += grow;
+    return QR_OK;
+}
+
 /* Fields the event reports (>= 0) replace what is known; -1 leaves it. */
 static void merge_usage(struct qr_usage *to, const struct qr_usage *from)
 {
@@ -327,6 +355,8 @@ enum qr_err qr_answer_add(void *arg, const struct qr_event *ev)
         return ev->id.len ? put_once(&a->upstream_id, ev->id) : QR_OK;
     case QR_EV_EMBEDDING:
         return add_embedding(a, ev);
+    case QR_EV_RERANK:
+        return add_score(a, ev);
     case QR_EV_DONE:
     case QR_EV_ERROR:
         return add_final(a, ev);

@@ -5,6 +5,9 @@
  * Order guaranteed by backend decoders:
  *   START, then any mix of CONTENT / REASONING / TOOL_BEGIN / TOOL_ARGS / TOOL_END / META,
  *   then USAGE (at most once, may be absent), then exactly one DONE or one ERROR.
+ * Embeddings and rerank answers carry EMBEDDING / RERANK events in place of the generated ones;
+ * each index (input or document position) comes at most once, RERANK scores are finite and come
+ * in any order (the client encoder sorts them).
  * Tool calls: TOOL_BEGIN(index, id, name) precedes that index's TOOL_ARGS; TOOL_END(index) follows
  * its last TOOL_ARGS. Indices are assigned by the Runtime in order of first appearance (0, 1, 2,
  * ...), never copied from the upstream. Ids are the upstream's byte for byte; when it sent none
@@ -33,6 +36,7 @@ enum qr_event_type {
     QR_EV_ERROR = 8,
     QR_EV_META = 9,       /* resumability metadata: request id, engine task/slot, cached tokens */
     QR_EV_EMBEDDING = 10, /* one vector (embeddings requests) */
+    QR_EV_RERANK = 11,    /* one document's relevance score (rerank requests) */
 };
 
 enum qr_finish {
@@ -81,6 +85,9 @@ struct qr_event {
     /* EMBEDDING */
     const float *vec;
     size_t dims;
+    /* RERANK: index is the document's position in the request's inputs; the relevance score is
+     * finite, higher is more relevant */
+    double score;
 };
 
 /* Event consumer. A non-QR_OK return stops the producer (which then returns that error). */
@@ -93,6 +100,11 @@ struct qr_answer_call {
     struct qr_buf name;
     struct qr_buf arguments;
     bool ended;
+};
+
+struct qr_answer_score {
+    bool set;
+    double score;
 };
 
 struct qr_answer {
@@ -117,6 +129,11 @@ struct qr_answer {
     float **vectors; /* EMBEDDING, by index */
     size_t *dims;
     size_t n_vectors;
+    /* RERANK, by document index: scores[i].set for each index that came; n_scores slots (the
+     * highest index seen + 1), n_ranked of them set */
+    struct qr_answer_score *scores;
+    size_t n_scores;
+    size_t n_ranked;
     size_t max_bytes; /* cap on text held (content + reasoning + arguments) */
     size_t held;
 };

@@ -24,6 +24,7 @@ enum qr_op {
     QR_OP_CHAT = 0,       /* /api/chat, /v1/chat/completions */
     QR_OP_COMPLETION = 1, /* /api/generate, /v1/completions: a prompt, no chat template roles */
     QR_OP_EMBED = 2,      /* /api/embed, /api/embeddings, /v1/embeddings */
+    QR_OP_RERANK = 3,     /* /v1/rerank, /rerank: score documents against a query */
 };
 
 enum qr_role {
@@ -176,6 +177,12 @@ struct qr_request {
     struct qr_opt_i64 dimensions;
     enum qr_embed_encoding encoding;
     enum qr_tristate truncate;
+
+    /* rerank: the documents travel in inputs/n_inputs (one text each, in the client's order;
+     * a result's index is a position in that list) */
+    struct qr_slice query;
+    struct qr_opt_i64 top_n;           /* results to keep (>= 1); unset: every document */
+    enum qr_tristate return_documents; /* TRUE: each result carries its document's text */
 
     /* tools */
     struct qr_tool *tools;

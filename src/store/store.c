@@ -1,6 +1,7 @@
 /* The evidence store: the Runtime's memory of what it measured and observed (engine crashes,
- * calibration runs, conformance runs, benchmark A/B results) in one SQLite file in WAL mode with
- * synchronous=FULL, so that a committed record survives a crash of the process or of the machine.
+ * calibration runs, conformance runs, benchmark A/B results, the engine's capability evidence) in
+ * one SQLite file in WAL mode with synchronous=FULL, so that a committed record survives a crash
+ * of the process or of the machine.
  * Opening checks the file before trusting it (header, PRAGMA quick_check, schema version) and
  * never replaces a damaged file silently; every write is one IMMEDIATE transaction, and a write
  * that fails (disk full, lock timeout, I/O error) rolls back without touching earlier records.
@@ -229,6 +230,34 @@ static const char *const migrations[] = {
     "  metric TEXT NOT NULL,"
     "  values_json TEXT NOT NULL);"
     "CREATE INDEX bench_ab_by_name ON bench_ab (name, time_ms);",
+    /* v1 -> v2: the engine's own capability evidence (llama.cpp GET /props) */
+    "CREATE TABLE engine_evidence ("
+    "  id INTEGER PRIMARY KEY,"
+    "  time_ms INTEGER NOT NULL,"
+    "  backend_id TEXT NOT NULL,"
+    "  model TEXT NOT NULL,"
+    "  artifact TEXT NOT NULL," /* sha256:<hex> when known, else the path */
+    "  engine_version TEXT NOT NULL,"
+    "  supports_tools INTEGER NOT NULL CHECK (supports_tools IN (0, 1)),"
+    "  supports_parallel_tool_calls INTEGER NOT NULL"
+    "    CHECK (supports_parallel_tool_calls IN (0, 1)),"
+    "  supports_system_role INTEGER NOT NULL CHECK (supports_system_role IN (0, 1)),"
+    "  vision INTEGER NOT NULL CHECK (vision IN (0, 1)),"
+    "  audio INTEGER NOT NULL CHECK (audio IN (0, 1)),"
+    "  n_ctx_slot INTEGER NOT NULL CHECK (n_ctx_slot > 0),"
+    "  build_info TEXT NOT NULL,"
+    "  facts_json TEXT NOT NULL);"
+    "CREATE INDEX engine_evidence_by_model ON engine_evidence"
+    "  (backend_id, model, engine_version, time_ms);"
+    /* one row per load or restart: keep the newest 64 per key, so a model loaded all day does
+     * not grow the file without bound (observations then counts at most 64) */
+    "CREATE TRIGGER engine_evidence_keep AFTER INSERT ON engine_evidence BEGIN"
+    "  DELETE FROM engine_evidence WHERE backend_id = NEW.backend_id AND model = NEW.model"
+    "    AND engine_version = NEW.engine_version AND artifact = NEW.artifact AND id NOT IN"
+    "    (SELECT id FROM engine_evidence WHERE backend_id = NEW.backend_id AND model = NEW.model"
+    "      AND engine_version = NEW.engine_version AND artifact = NEW.artifact"
+    "      ORDER BY time_ms DESC, id DESC LIMIT 64);"
+    " END;",
 };
 
 _Static_assert(QR_ARRAY_LEN(migrations) == QR_STORE_SCHEMA_VERSION,
@@ -807,6 +836,46 @@ enum qr_err qr_store_bench_add(struct qr_store *s, const struct qr_store_bench *
                      bind_bench, rec, out_id, diag);
 }
 
+static int bind_evidence(sqlite3_stmt *st, const void *r)
+{
+    const struct qr_store_evidence *e = r;
+    int rc = sqlite3_bind_int64(st, 1, or_now(e->time_ms));
+    rc = rc ? rc : bind_text(st, 2, e->backend_id);
+    rc = rc ? rc : bind_text(st, 3, e->model);
+    rc = rc ? rc : bind_text(st, 4, e->artifact);
+    rc = rc ? rc : bind_text(st, 5, e->engine_version);
+    rc = rc ? rc : sqlite3_bind_int(st, 6, e->supports_tools);
+    rc = rc ? rc : sqlite3_bind_int(st, 7, e->supports_parallel_tool_calls);
+    rc = rc ? rc : sqlite3_bind_int(st, 8, e->supports_system_role);
+    rc = rc ? rc : sqlite3_bind_int(st, 9, e->vision);
+    rc = rc ? rc : sqlite3_bind_int(st, 10, e->audio);
+    rc = rc ? rc : sqlite3_bind_int64(st, 11, e->n_ctx_slot);
+    rc = rc ? rc : bind_text(st, 12, e->build_info ? e->build_info : "");
+    rc = rc ? rc : bind_text(st, 13, e->facts_json);
+    return rc;
+}
+
+enum qr_err qr_store_evidence_add(struct qr_store *s, const struct qr_store_evidence *rec,
+                                  int64_t *out_id, struct qr_diag *diag)
+{
+    CHECK(check_text(s, "backend_id", rec->backend_id, true, diag));
+    CHECK(check_text(s, "model", rec->model, true, diag));
+    CHECK(check_text(s, "artifact", rec->artifact, true, diag));
+    CHECK(check_text(s, "engine_version", rec->engine_version, true, diag));
+    CHECK(check_text(s, "build_info", rec->build_info, false, diag));
+    CHECK(check_json(s, "facts_json", rec->facts_json, diag));
+    if (rec->n_ctx_slot <= 0) {
+        s->last_fault = QR_STORE_FAULT_CONSTRAINT;
+        return qr_diag_set(diag, QR_ERR_INVALID, "evidence record: 'n_ctx_slot' must be > 0");
+    }
+    return write_row(s, "add an engine evidence record",
+                     "INSERT INTO engine_evidence (time_ms, backend_id, model, artifact, "
+                     "engine_version, supports_tools, supports_parallel_tool_calls, "
+                     "supports_system_role, vision, audio, n_ctx_slot, build_info, facts_json) "
+                     "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                     bind_evidence, rec, out_id, diag);
+}
+
 /* --- reads -------------------------------------------------------------------------------- */
 
 /* Filter fields by bit; every list SQL uses the same parameter numbers:
@@ -1018,6 +1087,28 @@ static enum qr_err read_bench(sqlite3_stmt *st, struct qr_arena *a, void *out)
     return ok ? QR_OK : QR_ERR_NOMEM;
 }
 
+static enum qr_err read_evidence(sqlite3_stmt *st, struct qr_arena *a, void *out)
+{
+    struct qr_store_evidence *e = out;
+    bool ok = true;
+    e->id = sqlite3_column_int64(st, 0);
+    e->time_ms = sqlite3_column_int64(st, 1);
+    e->backend_id = col_text(st, 2, a, &ok);
+    e->model = col_text(st, 3, a, &ok);
+    e->artifact = col_text(st, 4, a, &ok);
+    e->engine_version = col_text(st, 5, a, &ok);
+    e->supports_tools = sqlite3_column_int(st, 6) != 0;
+    e->supports_parallel_tool_calls = sqlite3_column_int(st, 7) != 0;
+    e->supports_system_role = sqlite3_column_int(st, 8) != 0;
+    e->vision = sqlite3_column_int(st, 9) != 0;
+    e->audio = sqlite3_column_int(st, 10) != 0;
+    e->n_ctx_slot = sqlite3_column_int64(st, 11);
+    e->build_info = col_text(st, 12, a, &ok);
+    e->facts_json = col_text(st, 13, a, &ok);
+    e->observations = sqlite3_column_int64(st, 14);
+    return ok ? QR_OK : QR_ERR_NOMEM;
+}
+
 /* Tables without a backend_id/engine_version column select NULL under that name so that the
  * shared WHERE clause stays valid; check_filter refuses a filter on such a column. */
 static const struct list_spec crash_spec = {
@@ -1057,6 +1148,74 @@ static const struct list_spec bench_spec = {
         "(?6 IS NULL OR name = ?6) AND"),
     sizeof(struct qr_store_bench),
     read_bench};
+
+#define EVIDENCE_COLUMNS                                                                           \
+    "id, time_ms, backend_id, model, artifact, engine_version, supports_tools, "                   \
+    "supports_parallel_tool_calls, supports_system_role, vision, audio, n_ctx_slot, build_info, "  \
+    "facts_json"
+
+static const struct list_spec evidence_spec = {
+    "list engine evidence",
+    "engine evidence",
+    F_BACKEND | F_MODEL | F_ENGINE,
+    "SELECT " EVIDENCE_COLUMNS ", 0 AS observations FROM engine_evidence" WHERE_CLAUSE(""),
+    sizeof(struct qr_store_evidence),
+    read_evidence};
+
+/* The newest row of each key (the largest id: ids grow with every insert) with the key's count,
+ * in one pass over the table (GROUP BY); since_ms (?7) applies inside, so both describe the same
+ * rows, and the shared WHERE clause filters the keys outside. */
+static const struct list_spec evidence_latest_spec = {
+    "list the latest engine evidence",
+    "engine evidence",
+    F_BACKEND | F_MODEL | F_ENGINE,
+    "SELECT * FROM (SELECT " EVIDENCE_COLUMNS ", g.n AS observations FROM engine_evidence e JOIN "
+    "(SELECT max(id) AS last, count(*) AS n FROM engine_evidence WHERE time_ms >= ?7 GROUP BY "
+    "backend_id, model, artifact, engine_version) g ON e.id = g.last)" WHERE_CLAUSE(""),
+    sizeof(struct qr_store_evidence),
+    read_evidence};
+
+enum qr_err qr_store_evidence_list(struct qr_store *s, const struct qr_store_filter *f,
+                                   struct qr_arena *a, struct qr_store_evidence **out,
+                                   size_t *out_n, struct qr_diag *diag)
+{
+    return list_rows(s, &evidence_spec, f, a, (void **) out, out_n, diag);
+}
+
+enum qr_err qr_store_evidence_latest(struct qr_store *s, const struct qr_store_filter *f,
+                                     struct qr_arena *a, struct qr_store_evidence **out,
+                                     size_t *out_n, struct qr_diag *diag)
+{
+    return list_rows(s, &evidence_latest_spec, f, a, (void **) out, out_n, diag);
+}
+
+enum qr_err qr_store_crash_count(struct qr_store *s, const struct qr_store_filter *f,
+                                 int64_t *out_n, struct qr_diag *diag)
+{
+    static const struct qr_store_filter all;
+    f = f ? f : &all;
+    *out_n = 0;
+    CHECK(check_filter(s, &crash_spec, f, diag));
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT count(*) FROM engine_crash WHERE (?1 IS NULL OR "
+                                "backend_id = ?1) AND (?2 IS NULL OR model = ?2) AND (?3 IS NULL "
+                                "OR engine_version = ?3) AND time_ms >= ?4",
+                                -1, &st, NULL);
+    rc = rc ? rc : bind_text(st, 1, f->backend_id);
+    rc = rc ? rc : bind_text(st, 2, f->model);
+    rc = rc ? rc : bind_text(st, 3, f->engine_version);
+    rc = rc ? rc : sqlite3_bind_int64(st, 4, f->since_ms);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *out_n = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return fail_rc(s, rc, "count crash records", diag);
+    s->last_fault = QR_STORE_FAULT_NONE;
+    return QR_OK;
+}
 
 enum qr_err qr_store_crash_list(struct qr_store *s, const struct qr_store_filter *f,
                                 struct qr_arena *a, struct qr_store_crash **out, size_t *out_n,
@@ -1108,6 +1267,7 @@ enum qr_err qr_store_stats(struct qr_store *s, struct qr_store_stats *out, struc
         rc ? rc
            : query1(s->db, "SELECT count(*) FROM conformance_run", &out->conformance_runs, NULL, 0);
     rc = rc ? rc : query1(s->db, "SELECT count(*) FROM bench_ab", &out->bench_results, NULL, 0);
+    rc = rc ? rc : query1(s->db, "SELECT count(*) FROM engine_evidence", &out->evidence, NULL, 0);
     rc = rc ? rc : query1(s->db, "PRAGMA page_size", &out->page_size, NULL, 0);
     rc = rc ? rc : query1(s->db, "PRAGMA page_count", &out->page_count, NULL, 0);
     rc = rc ? rc : query1(s->db, "PRAGMA freelist_count", &out->free_pages, NULL, 0);

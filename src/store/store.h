@@ -1,7 +1,8 @@
 /* The evidence store: one SQLite file (<state_dir>/evidence.db, WAL) holding what the Runtime has
- * measured or observed and must not forget - engine crashes, calibration runs, conformance runs
- * and benchmark A/B results. Every write is one transaction; a failed write (disk full, locked,
- * I/O error) leaves every earlier record intact. Design, schema and fault behaviour: docs/STORE.md.
+ * measured or observed and must not forget - engine crashes, calibration runs, conformance runs,
+ * benchmark A/B results and the engine's own capability evidence (llama.cpp GET /props). Every
+ * write is one transaction; a failed write (disk full, locked, I/O error) leaves every earlier
+ * record intact. Design, schema and fault behaviour: docs/STORE.md.
  *
  * Ownership: a qr_store owns its connection and is used by one thread at a time. Records passed
  * to the *_add functions are borrowed for the call. Records returned by the *_list functions live
@@ -17,7 +18,7 @@
 #include "core/err.h"
 
 #define QR_STORE_FILE            "evidence.db" /* file name inside state_dir */
-#define QR_STORE_SCHEMA_VERSION  1             /* the newest schema this build writes */
+#define QR_STORE_SCHEMA_VERSION  2             /* the newest schema this build writes */
 #define QR_STORE_DEFAULT_BUSY_MS 2000u         /* how long a locked file is waited for */
 #define QR_STORE_MAX_ROWS        1000u         /* cap on rows one list call returns */
 #define QR_STORE_MAX_JSON        (4u << 20)    /* cap on one JSON column, bytes */
@@ -136,13 +137,32 @@ struct qr_store_bench {
     const char *values_json;
 };
 
+/* One observation of an engine's own capability evidence about a model (llama.cpp GET /props of a
+ * ready process), keyed by backend, model, artifact and engine version. */
+struct qr_store_evidence {
+    int64_t id;
+    int64_t time_ms;
+    const char *backend_id;
+    const char *model;          /* canonical id */
+    const char *artifact;       /* "sha256:<hex>" when the file's digest is known, else its path */
+    const char *engine_version; /* the probed engine version */
+    bool supports_tools;        /* chat_template_caps.supports_tools */
+    bool supports_parallel_tool_calls;
+    bool supports_system_role;
+    bool vision, audio;     /* modalities */
+    int64_t n_ctx_slot;     /* one slot's context; > 0 */
+    const char *build_info; /* the engine's build_info ("b11669-Debian"); "" when not sent */
+    const char *facts_json; /* every observed fact as a JSON object (all template caps, ...) */
+    int64_t observations;   /* qr_store_evidence_latest only: rows with this row's key; else 0 */
+};
+
 /* Which rows a list call returns, newest first (time_ms, then id). NULL/0 fields do not filter.
  * A field set for a record type that has no such column is refused (QR_ERR_INVALID), so a filter
  * never silently matches everything. */
 struct qr_store_filter {
-    const char *backend_id;       /* crash, conformance */
-    const char *model;            /* crash, calibration, conformance, bench */
-    const char *engine_version;   /* crash, calibration, conformance */
+    const char *backend_id;       /* crash, conformance, evidence */
+    const char *model;            /* crash, calibration, conformance, bench, evidence */
+    const char *engine_version;   /* crash, calibration, conformance, evidence */
     const char *host_fingerprint; /* calibration */
     const char *kind;             /* conformance */
     const char *name;             /* bench */
@@ -160,6 +180,8 @@ enum qr_err qr_store_conformance_add(struct qr_store *s, const struct qr_store_c
                                      int64_t *out_id, struct qr_diag *diag);
 enum qr_err qr_store_bench_add(struct qr_store *s, const struct qr_store_bench *rec,
                                int64_t *out_id, struct qr_diag *diag);
+enum qr_err qr_store_evidence_add(struct qr_store *s, const struct qr_store_evidence *rec,
+                                  int64_t *out_id, struct qr_diag *diag);
 
 /* Rows matching f (NULL = all, up to QR_STORE_MAX_ROWS), newest first, into an array allocated in
  * arena a (QR_ERR_NOMEM when the arena's cap is reached). *out_n may be 0. */
@@ -175,6 +197,20 @@ enum qr_err qr_store_conformance_list(struct qr_store *s, const struct qr_store_
 enum qr_err qr_store_bench_list(struct qr_store *s, const struct qr_store_filter *f,
                                 struct qr_arena *a, struct qr_store_bench **out, size_t *out_n,
                                 struct qr_diag *diag);
+enum qr_err qr_store_evidence_list(struct qr_store *s, const struct qr_store_filter *f,
+                                   struct qr_arena *a, struct qr_store_evidence **out,
+                                   size_t *out_n, struct qr_diag *diag);
+
+/* The newest evidence row per (backend, model, artifact, engine version) among the rows matching
+ * f (backend_id, model, engine_version, since_ms), newest first, each with observations set to
+ * how many rows share its key. limit caps the keys returned. */
+enum qr_err qr_store_evidence_latest(struct qr_store *s, const struct qr_store_filter *f,
+                                     struct qr_arena *a, struct qr_store_evidence **out,
+                                     size_t *out_n, struct qr_diag *diag);
+
+/* How many crash records match f (limit is ignored): the total behind a bounded list. */
+enum qr_err qr_store_crash_count(struct qr_store *s, const struct qr_store_filter *f,
+                                 int64_t *out_n, struct qr_diag *diag);
 
 /* --- operations --------------------------------------------------------------------------- */
 
@@ -184,6 +220,7 @@ struct qr_store_stats {
     int64_t calibrations;
     int64_t conformance_runs;
     int64_t bench_results;
+    int64_t evidence;  /* engine evidence observations */
     int64_t db_bytes;  /* size of the main file */
     int64_t wal_bytes; /* size of the -wal file; 0 when absent */
     int64_t page_size;

@@ -86,6 +86,9 @@ static enum qr_err flog_fn(void *arg, const struct qr_event *ev)
         if (ev->dims)
             qr_buf_append(b, ev->vec, ev->dims * sizeof(float));
         break;
+    case QR_EV_RERANK:
+        qr_buf_appendf(b, "%u %.17g", ev->index, ev->score);
+        break;
     }
     qr_buf_append(b, "\n", 1);
     enum qr_err err = qr_answer_add(&l->ans, ev);
@@ -166,6 +169,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&req, 0, sizeof(req));
     req.op = (flags & 0x42) == 0x42 ? QR_OP_EMBED : QR_OP_CHAT;
     req.stream = (flags & 2) != 0;
+    /* a JSON answer to a non-streamed request with an odd split: a rerank of three documents */
+    struct qr_slice docs[3] = {{"a", 1}, {"b", 1}, {"c", 1}};
+    if ((flags & 0x42) == 0x40 && (split & 1)) {
+        req.op = QR_OP_RERANK;
+        req.inputs = docs;
+        req.n_inputs = 3;
+        req.query = (struct qr_slice){"q", 1};
+    }
 
     struct flog whole, two, bytes;
     run(&whole, &d, &req, status, ct, body, len, len, 0, transport);

@@ -268,6 +268,44 @@ static void test_openai_backend_translation(void **state)
     qr_t_stop(&up, SIGTERM, 5000);
 }
 
+/* backend=openai forwards rerank to the engine's /v1/rerank (query, documents, top_n) and answers
+ * in the client's shape: sorted by score, cut to top_n, the documents echoed when asked, the
+ * client's model name, usage; a bad body is a 400 that never reaches the engine. */
+static void test_openai_backend_rerank(void **state)
+{
+    struct qr_child up;
+    qr_t_replay_start_dir(&up, QR_TEST_CASES "/npm-replay");
+    char url[96];
+    snprintf(url, sizeof(url), "QUANTUM_RUNTIME_OPENAI_URL=http://127.0.0.1:%u", up.port);
+    const char *const env[] = {"QUANTUM_RUNTIME_BACKEND=openai", url, NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, 0, env);
+    const char *body = "{\"model\":\"npm-rerank\",\"query\":\"Hauptstadt\",\"documents\":"
+                       "[\"Katzen\",\"Berlin\",\"Paris\"],\"top_n\":2,\"return_documents\":true}";
+    struct qr_t_resp r;
+    qr_t_request("POST", d.port, "/v1/rerank", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body,
+                        "{\"object\":\"list\",\"model\":\"npm-rerank\",\"results\":["
+                        "{\"index\":1,\"relevance_score\":3.25,\"document\":{\"text\":\"Berlin\"}},"
+                        "{\"index\":2,\"relevance_score\":0.5,\"document\":{\"text\":\"Paris\"}}],"
+                        "\"usage\":{\"prompt_tokens\":17,\"total_tokens\":17}}\n");
+    qr_t_resp_free(&r);
+    const char *bad = "{\"model\":\"npm-rerank\",\"query\":\"q\"}";
+    qr_t_request("POST", d.port, "/rerank", NULL, bad, strlen(bad), &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "\"param\":\"documents\""));
+    qr_t_resp_free(&r);
+    qr_t_request("GET", up.port, "/__replay/requests", NULL, NULL, 0, &r);
+    assert_non_null(strstr(r.body, "/v1/rerank"));
+    assert_non_null(strstr(r.body, "\\\"query\\\":\\\"Hauptstadt\\\""));
+    assert_non_null(strstr(r.body, "\\\"top_n\\\":2"));
+    assert_null(strstr(r.body, "return_documents")); /* the Runtime echoes the documents itself */
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    qr_t_stop(&up, SIGTERM, 5000);
+}
+
 /* inspect: the architecture contract of a written file, text and JSON; bad input exits 1/2. */
 static void test_inspect(void **state)
 {
@@ -314,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_connection_limit_and_header_timeout),
         cmocka_unit_test(test_access_log),
         cmocka_unit_test(test_openai_backend_translation),
+        cmocka_unit_test(test_openai_backend_rerank),
         cmocka_unit_test(test_inspect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

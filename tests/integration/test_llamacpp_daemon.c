@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +45,22 @@ static const char WEATHER[] =
     "{\"city\": \"München\", \"street\": \"Königstraße 1\", \"days\": 3, \"temperature\": -4.5, "
     "\"detailed\": true, \"metric\": false, \"tags\": [\"Größe\", \"Übermaß\", \"ß\"], "
     "\"location\": {\"lat\": 48.137, \"lon\": 11.575, \"country\": \"DE\"}, \"note\": null}";
+
+static const char NOTOOLS_MANIFEST[] =
+    "{\"schema_version\":\"quantum.runtime/model-manifest/v1alpha1\",\"id\":\"notools-chat\","
+    "\"display_name\":\"Tiny llama without a tool template\","
+    "\"source\":{\"provider\":\"quantum-runtime\",\"reference\":\"tests/fixtures/gen_fixtures.c\","
+    "\"revision\":\"generated\"},\"backend\":{\"type\":\"llama.cpp\"},"
+    "\"artifacts\":[{\"uri\":\"models:llama-tiny.gguf\",\"backend\":\"llama.cpp\","
+    "\"format\":\"gguf\",\"role\":\"inference\"}],"
+    "\"model\":{\"architecture\":\"llama\",\"parameter_class\":\"tiny\",\"quantization\":"
+    "\"unspecified\",\"context_window\":2048,\"architecture_class\":\"dense\"},"
+    "\"capabilities\":{\"text\":true,\"vision\":false,\"audio\":false,\"embeddings\":false,"
+    "\"tools\":true,\"thinking\":false},"
+    "\"compatibility\":{\"min_runtime_version\":\"0.4.0-alpha.1\"},"
+    "\"state\":{\"install\":\"available\",\"verification\":\"unverified\",\"lifecycle\":"
+    "\"active\"},\"provenance\":{\"publisher\":\"Quantum Runtime test fixtures\","
+    "\"license_ref\":\"generated test data\"}}\n";
 
 static double now_ms(void)
 {
@@ -75,17 +92,35 @@ static int setup(void **state)
         return -1;
     }
     free(out);
-    char *gen_f[] = {QR_TEST_GEN_FIXTURES, models, "bert-embed-tiny.gguf", NULL};
+    char *gen_f[] = {QR_TEST_GEN_FIXTURES, models, "bert-embed-tiny.gguf", "bert-rerank-tiny.gguf",
+                     NULL};
     if (qr_t_run(gen_f, NULL, 60000, &out) != 0) {
         fprintf(stderr, "qr-gen-fixtures failed: %s\n", out ? out : "");
         free(out);
         return -1;
     }
     free(out);
+    /* notools-chat: llama-tiny.gguf (no chat template: the engine's default has no tool syntax)
+     * under a manifest in a registry dir that claims tools */
+    char *gen_t[] = {QR_TEST_GEN_FIXTURES, models, "llama-tiny.gguf", NULL};
+    if (qr_t_run(gen_t, NULL, 60000, &out) != 0) {
+        fprintf(stderr, "qr-gen-fixtures failed: %s\n", out ? out : "");
+        free(out);
+        return -1;
+    }
+    free(out);
+    char registry[96], manifest[160], env_reg[160];
+    snprintf(registry, sizeof registry, "%s/registry", models);
+    snprintf(manifest, sizeof manifest, "%s/notools-chat.json", registry);
+    snprintf(env_reg, sizeof env_reg, "QUANTUM_RUNTIME_REGISTRY_DIRS=%s", registry);
+    FILE *mf = mkdir(registry, 0755) == 0 ? fopen(manifest, "w") : NULL;
+    if (!mf || fputs(NOTOOLS_MANIFEST, mf) < 0 || fclose(mf) != 0)
+        return -1;
+    const char *const env[] = {env_reg, NULL};
     const char *const args[] = {
         "--backend", "llama.cpp",   "--models-dir", models, "--llama-threads",
         "1",         "--llama-ctx", "1024",         NULL};
-    qr_t_daemon_start_args(&daemon_, 0, NULL, args);
+    qr_t_daemon_start_args(&daemon_, 0, env, args);
     return 0;
 }
 
@@ -289,6 +324,132 @@ static void test_embeddings_ps_unload(void **state)
     assert_true(gone);
 }
 
+/* ---- rerank ---- */
+
+static const char *const RERANK_DOCS[] = {
+    "Berlin ist die Hauptstadt von Deutschland.", "Der Eiffelturm steht in Paris.",
+    "Katzen schlafen gern in der Sonne.", "München liegt an der Isar."};
+
+/* POST body, expect status and error code (NULL: no error body); returns the parsed body. */
+static yyjson_doc *rerank_call(const char *target, const char *body, int status, const char *code)
+{
+    struct qr_t_resp r;
+    post(target, body, &r);
+    if (r.status != status)
+        fprintf(stderr, "%s %s -> %ld %.*s\n", target, body, r.status, (int) r.body_len, r.body);
+    assert_int_equal(r.status, status);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    if (code)
+        assert_string_equal(yyjson_get_str(jpath(yyjson_doc_get_root(d), "/error/code")), code);
+    qr_t_resp_free(&r);
+    return d;
+}
+
+/* results[] sorted by relevance_score descending, distinct in-range indices; returns its size. */
+static size_t check_ranking(yyjson_val *root, bool with_docs)
+{
+    yyjson_val *res = jpath(root, "/results");
+    assert_true(yyjson_is_arr(res));
+    bool seen[QR_ARRAY_LEN(RERANK_DOCS)] = {false};
+    double prev = 1e300;
+    size_t i, max;
+    yyjson_val *it;
+    yyjson_arr_foreach(res, i, max, it)
+    {
+        yyjson_val *ix = yyjson_obj_get(it, "index");
+        yyjson_val *sc = yyjson_obj_get(it, "relevance_score");
+        assert_true(yyjson_is_uint(ix) && yyjson_is_num(sc));
+        uint64_t k = yyjson_get_uint(ix);
+        assert_true(k < QR_ARRAY_LEN(RERANK_DOCS));
+        assert_false(seen[k]);
+        seen[k] = true;
+        assert_true(yyjson_get_num(sc) <= prev);
+        prev = yyjson_get_num(sc);
+        yyjson_val *text = jpath(it, "/document/text");
+        if (with_docs)
+            assert_string_equal(yyjson_get_str(text), RERANK_DOCS[k]);
+        else
+            assert_null(yyjson_obj_get(it, "document"));
+    }
+    return max;
+}
+
+static void test_rerank(void **state)
+{
+    char docs[512] = "[";
+    for (size_t i = 0; i < QR_ARRAY_LEN(RERANK_DOCS); i++)
+        snprintf(docs + strlen(docs), sizeof docs - strlen(docs), "%s\"%s\"", i ? "," : "",
+                 RERANK_DOCS[i]);
+    strcat(docs, "]");
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"bert-rerank-tiny\",\"query\":\"Hauptstadt Deutschland\","
+             "\"documents\":%s}",
+             docs);
+    yyjson_doc *d = rerank_call("/v1/rerank", body, 200, NULL);
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(jpath(root, "/object")), "list");
+    assert_string_equal(yyjson_get_str(jpath(root, "/model")), "bert-rerank-tiny");
+    assert_int_equal(check_ranking(root, false), QR_ARRAY_LEN(RERANK_DOCS)); /* a permutation */
+    assert_true(yyjson_get_sint(jpath(root, "/usage/prompt_tokens")) > 0);
+    assert_int_equal(yyjson_get_sint(jpath(root, "/usage/total_tokens")),
+                     yyjson_get_sint(jpath(root, "/usage/prompt_tokens")));
+    double best = yyjson_get_num(jpath(root, "/results/0/relevance_score"));
+    yyjson_doc_free(d);
+
+    /* llama-server's own path, cut to top_n, with the documents echoed; the alias resolves */
+    snprintf(body, sizeof body,
+             "{\"model\":\"quantum-runtime/bert-rerank-tiny\",\"query\":\"Hauptstadt "
+             "Deutschland\",\"documents\":%s,\"top_n\":2,\"return_documents\":true}",
+             docs);
+    d = rerank_call("/rerank", body, 200, NULL);
+    root = yyjson_doc_get_root(d);
+    assert_string_equal(yyjson_get_str(jpath(root, "/model")), "quantum-runtime/bert-rerank-tiny");
+    assert_int_equal(check_ranking(root, true), 2);
+    assert_true(yyjson_get_num(jpath(root, "/results/0/relevance_score")) == best);
+    yyjson_doc_free(d);
+
+    /* the wrong kind of model, both ways: 422 capability_unsupported naming model and reranking */
+    snprintf(body, sizeof body,
+             "{\"model\":\"scripted-chat\",\"query\":\"q\",\"documents\":[\"a\"]}");
+    d = rerank_call("/v1/rerank", body, 422, "capability_unsupported");
+    const char *msg = yyjson_get_str(jpath(yyjson_doc_get_root(d), "/error/message"));
+    assert_non_null(strstr(msg, "scripted-chat"));
+    assert_non_null(strstr(msg, "reranking"));
+    yyjson_doc_free(d);
+    d = rerank_call("/v1/chat/completions",
+                    "{\"model\":\"bert-rerank-tiny\",\"messages\":[{\"role\":\"user\","
+                    "\"content\":\"x\"}]}",
+                    422, "capability_unsupported");
+    msg = yyjson_get_str(jpath(yyjson_doc_get_root(d), "/error/message"));
+    assert_non_null(strstr(msg, "bert-rerank-tiny"));
+    yyjson_doc_free(d);
+    d = rerank_call("/v1/embeddings", "{\"model\":\"bert-rerank-tiny\",\"input\":\"x\"}", 422,
+                    "capability_unsupported");
+    yyjson_doc_free(d);
+
+    /* bad bodies: 400 in the OpenAI shape, param naming the field */
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"model\":\"bert-rerank-tiny\",\"documents\":[\"a\"]}", "query"},
+        {"{\"model\":\"bert-rerank-tiny\",\"query\":\"\",\"documents\":[\"a\"]}", "query"},
+        {"{\"model\":\"bert-rerank-tiny\",\"query\":\"q\",\"documents\":[]}", "documents"},
+        {"{\"model\":\"bert-rerank-tiny\",\"query\":\"q\",\"documents\":[\"a\",1]}",
+         "documents[1]"},
+        {"{\"model\":\"bert-rerank-tiny\",\"query\":\"q\",\"documents\":[\"a\"],\"top_n\":0}",
+         "top_n"},
+        {"{\"query\":\"q\",\"documents\":[\"a\"]}", "model"},
+    };
+    for (size_t i = 0; i < QR_ARRAY_LEN(bad); i++) {
+        d = rerank_call("/v1/rerank", bad[i].body, 400, "invalid_request");
+        assert_string_equal(yyjson_get_str(jpath(yyjson_doc_get_root(d), "/error/param")),
+                            bad[i].param);
+        yyjson_doc_free(d);
+    }
+}
+
 static void test_unknown_model(void **state)
 {
     struct qr_t_resp r;
@@ -338,6 +499,125 @@ static void test_engine_missing(void **state)
     assert_non_null(strstr(r.body, "/nonexistent/llama-server"));
     qr_t_resp_free(&r);
     assert_int_equal(qr_t_stop(&other, SIGTERM, 10000), 0);
+}
+
+/* ---- engine evidence in /api/show and /v1/backends ---- */
+
+/* POST /api/show for model; the parsed answer (200 asserted). */
+static yyjson_doc *show(const char *model)
+{
+    char body[128];
+    snprintf(body, sizeof body, "{\"model\":\"%s\"}", model);
+    struct qr_t_resp r;
+    post("/api/show", body, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    qr_t_resp_free(&r);
+    return d;
+}
+
+static bool lists(yyjson_val *arr, const char *s)
+{
+    size_t i, max;
+    yyjson_val *v;
+    yyjson_arr_foreach(arr, i, max, v)
+    {
+        if (yyjson_equals_str(v, s))
+            return true;
+    }
+    return false;
+}
+
+/* The /v1/backends "models" entry of model on the current engine; NULL when none. */
+static yyjson_val *observed_entry(yyjson_val *root, const char *model)
+{
+    size_t i, max;
+    yyjson_val *e;
+    yyjson_arr_foreach(jpath(root, "/backends/0/models"), i, max, e)
+    {
+        if (yyjson_equals_str(yyjson_obj_get(e, "model"), model) &&
+            yyjson_get_bool(yyjson_obj_get(e, "current_engine")))
+            return e;
+    }
+    return NULL;
+}
+
+static void test_show_engine_evidence(void **state)
+{
+    /* scripted-chat was loaded by the earlier tests: its template has tool syntax */
+    yyjson_doc *d = show("scripted-chat");
+    yyjson_val *root = yyjson_doc_get_root(d);
+    assert_true(lists(jpath(root, "/capabilities"), "tools"));
+    assert_true(lists(jpath(root, "/capabilities"), "completion"));
+    assert_string_equal(yyjson_get_str(jpath(root, "/quantum_runtime/backend")), "llama.cpp");
+    assert_true(yyjson_get_bool(jpath(root, "/quantum_runtime/evidence/tools/listed")));
+    const char *src = yyjson_get_str(jpath(root, "/quantum_runtime/evidence/tools/source"));
+    assert_non_null(src);
+    assert_true(!strncmp(src, "engine /props (", 15));
+    assert_string_equal(yyjson_get_str(jpath(root, "/quantum_runtime/evidence/completion/source")),
+                        "manifest");
+    assert_true(yyjson_get_bool(jpath(root, "/quantum_runtime/observed/supports_tools")));
+    assert_true(yyjson_get_sint(jpath(root, "/quantum_runtime/observed/observations")) >= 1);
+    assert_null(jpath(root, "/quantum_runtime/note"));
+    yyjson_doc_free(d);
+
+    /* notools-chat: the manifest claims tools; nothing observed yet, so it is listed */
+    d = show("notools-chat");
+    root = yyjson_doc_get_root(d);
+    assert_true(lists(jpath(root, "/capabilities"), "tools"));
+    assert_string_equal(yyjson_get_str(jpath(root, "/quantum_runtime/evidence/tools/source")),
+                        "manifest");
+    assert_true(yyjson_is_null(jpath(root, "/quantum_runtime/observed")));
+    assert_non_null(yyjson_get_str(jpath(root, "/quantum_runtime/note")));
+    yyjson_doc_free(d);
+
+    /* load it: the engine reports supports_tools false for its default template */
+    struct qr_t_resp r;
+    post("/v1/chat/completions",
+         "{\"model\":\"notools-chat\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\","
+         "\"content\":\"hi\"}]}",
+         &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    d = show("notools-chat");
+    root = yyjson_doc_get_root(d);
+    assert_false(lists(jpath(root, "/capabilities"), "tools"));
+    assert_true(lists(jpath(root, "/capabilities"), "completion"));
+    assert_false(yyjson_get_bool(jpath(root, "/quantum_runtime/evidence/tools/listed")));
+    src = yyjson_get_str(jpath(root, "/quantum_runtime/evidence/tools/source"));
+    assert_non_null(src);
+    assert_true(!strncmp(src, "engine /props (", 15));
+    assert_non_null(strstr(yyjson_get_str(jpath(root, "/quantum_runtime/evidence/tools/reason")),
+                           "supports_tools false"));
+    assert_false(yyjson_get_bool(jpath(root, "/quantum_runtime/observed/supports_tools")));
+    yyjson_doc_free(d);
+
+    /* /v1/backends lists both models' evidence; the existing members are still there */
+    get("/v1/backends", &r);
+    assert_int_equal(r.status, 200);
+    d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    root = yyjson_doc_get_root(d);
+    assert_non_null(jpath(root, "/backends/0/engine/version"));
+    assert_non_null(jpath(root, "/backends/0/ledger/status"));
+    assert_true(yyjson_is_arr(jpath(root, "/backends/0/failed_models")));
+    assert_true(yyjson_get_sint(jpath(root, "/backends/0/crashes/total")) >= 0);
+    yyjson_val *e = observed_entry(root, "scripted-chat");
+    assert_non_null(e);
+    assert_true(yyjson_get_bool(jpath(e, "/observed/supports_tools")));
+    assert_int_equal(yyjson_get_sint(jpath(e, "/observed/n_ctx_slot")), 1024);
+    e = observed_entry(root, "notools-chat");
+    assert_non_null(e);
+    assert_false(yyjson_get_bool(jpath(e, "/observed/supports_tools")));
+    assert_false(yyjson_get_bool(jpath(e, "/observed/vision")));
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
+
+    /* unload it again: the later tests see only their own models */
+    post("/api/generate", "{\"model\":\"notools-chat\",\"keep_alive\":0}", &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
 }
 
 /* ---- kill -9 of the engine mid-stream ---- */
@@ -434,6 +714,28 @@ static void test_kill_mid_stream(void **state)
     qr_t_resp_free(&r);
     pid_t again = engine_pid();
     assert_true(again > 0 && again != pid);
+
+    /* /v1/backends shows the crash: the newest record, signal 9, the killed pid */
+    get("/v1/backends", &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *bd = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(bd);
+    yyjson_val *cr = jpath(yyjson_doc_get_root(bd), "/backends/0/crashes");
+    assert_true(yyjson_get_sint(yyjson_obj_get(cr, "total")) >= 1);
+    assert_true(yyjson_arr_size(yyjson_obj_get(cr, "recent")) >= 1);
+    assert_true(yyjson_arr_size(yyjson_obj_get(cr, "recent")) <= 10);
+    yyjson_val *c0 = jpath(cr, "/recent/0");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(c0, "model")), "scripted-chat");
+    assert_int_equal(yyjson_get_sint(yyjson_obj_get(c0, "signal")), SIGKILL);
+    assert_true(yyjson_is_null(yyjson_obj_get(c0, "exit_code")));
+    assert_int_equal(yyjson_get_sint(yyjson_obj_get(c0, "pid")), pid);
+    assert_non_null(strstr(yyjson_get_str(yyjson_obj_get(c0, "reason")), "signal 9"));
+    assert_non_null(yyjson_get_str(yyjson_obj_get(c0, "time")));
+    assert_non_null(yyjson_get_str(yyjson_obj_get(c0, "engine_version")));
+    assert_null(yyjson_obj_get(c0, "log_tail")); /* only the last line */
+    assert_non_null(yyjson_get_str(yyjson_obj_get(c0, "log_last_line")));
+    yyjson_doc_free(bd);
+    qr_t_resp_free(&r);
 
     /* the crash is in the evidence store (read once the daemon has stopped) */
     assert_int_equal(qr_t_stop(&daemon_, SIGTERM, 15000), 0);
@@ -840,10 +1142,12 @@ int main(void)
         cmocka_unit_test(test_ollama_chat_stream),
         cmocka_unit_test(test_tools),
         cmocka_unit_test(test_embeddings_ps_unload),
+        cmocka_unit_test(test_rerank),
         cmocka_unit_test(test_unknown_model),
         cmocka_unit_test(test_engine_missing),
         cmocka_unit_test(test_abort_mid_decode),
         cmocka_unit_test(test_abort_mid_prefill),
+        cmocka_unit_test(test_show_engine_evidence),
         cmocka_unit_test(test_kill_mid_stream), /* last: it stops the daemon */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

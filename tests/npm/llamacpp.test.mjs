@@ -520,6 +520,15 @@ describe('npm clients -> daemon backend=llama.cpp (real llama-server, scripted m
       assert.equal(r.done_reason, 'stop', 'Ollama has no tool_calls finish reason');
     });
 
+    it('show(): capabilities judged with the engine evidence; the extra quantum_runtime member passes through', T, async () => {
+      const r = await client.show({model: CHAT});
+      assert.ok(r.capabilities.includes('completion'), JSON.stringify(r.capabilities));
+      assert.ok(r.capabilities.includes('tools'), JSON.stringify(r.capabilities));
+      assert.ok(r.model_info, 'model_info');
+      assert.match(r.quantum_runtime?.evidence?.tools?.source ?? '', /^engine \/props \(/,
+        JSON.stringify(r.quantum_runtime));
+    });
+
     it('tools, streamed: the call arrives whole', T, async () => {
       const parts = await collect(await client.chat({
         model: CHAT, messages: user('Wetter?'), tools: TOOLS, think: false, stream: true,

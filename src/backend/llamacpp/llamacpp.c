@@ -493,6 +493,10 @@ static void on_props(enum qr_err err, int status, struct qr_slice body, const st
                QR_LF_N("vision", p->props.vision), QR_LF_N("audio", p->props.audio),
                QR_LF_N("n_ctx_slot", p->props.n_ctx_slot),
                QR_LF_S("build_info", p->props.build_info));
+        if (p->a->o.on_evidence) {
+            struct qr_llamacpp_observed ob = {p->id, p->gguf, p->a->engine.version, &p->props};
+            p->a->o.on_evidence(p->a->o.evidence_arg, &ob);
+        }
     }
     lp_drain(p);
     lp_maybe_idle(p);
@@ -889,17 +893,27 @@ static enum qr_err check_model(const struct qr_llamacpp_model *m, struct qr_slic
     return QR_OK;
 }
 
+/* The work a process mode serves: chat generates, embed embeds, rerank ranks. */
+static const char *mode_work(enum qr_llamacpp_mode mode)
+{
+    return mode == QR_LLAMACPP_EMBED    ? "embeddings"
+           : mode == QR_LLAMACPP_RERANK ? "reranking"
+                                        : "generation";
+}
+
+/* A request goes only to a process started for its kind of work: embeddings to --embedding,
+ * rerank to --rerank, chat and completions to a generating one. */
 static enum qr_err check_op(const struct qr_request *req, const struct qr_llamacpp_model *m,
                             struct qr_api_error *err)
 {
-    bool embed = req->op == QR_OP_EMBED;
-    if (m->mode == QR_LLAMACPP_CHAT && !embed)
-        return QR_OK;
-    if (m->mode == QR_LLAMACPP_EMBED && embed)
+    enum qr_llamacpp_mode want = req->op == QR_OP_EMBED    ? QR_LLAMACPP_EMBED
+                                 : req->op == QR_OP_RERANK ? QR_LLAMACPP_RERANK
+                                                           : QR_LLAMACPP_CHAT;
+    if (m->mode == want)
         return QR_OK;
     return qr_api_error_set(err, QR_ERR_INVALID, 422, "capability_unsupported", "model",
-                            "model '%s' is a %s model: it does not serve %s requests", m->id,
-                            qr_llamacpp_mode_str(m->mode), embed ? "embeddings" : "generation");
+                            "model '%s' is a %s model: it serves %s, not %s requests", m->id,
+                            qr_llamacpp_mode_str(m->mode), mode_work(m->mode), mode_work(want));
 }
 
 static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
@@ -970,7 +984,7 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
         j->req.tool_choice.kind = QR_TOOL_CHOICE_REQUIRED;
         j->req.tool_choice.name = (struct qr_slice){"", 0};
     }
-    if (req->op != QR_OP_EMBED) {
+    if (req->op != QR_OP_EMBED && req->op != QR_OP_RERANK) {
         /* the engine cancels only a streamed request on disconnect; bound every generation */
         j->req.stream = true;
         j->req.stream_set = true;

@@ -33,7 +33,7 @@ extern const struct qr_backend_vtable qr_backend_llamacpp;
 enum qr_llamacpp_mode {
     QR_LLAMACPP_CHAT = 0,   /* chat and completions */
     QR_LLAMACPP_EMBED = 1,  /* --embeddings: embeddings requests only */
-    QR_LLAMACPP_RERANK = 2, /* --rerank (no canonical rerank operation yet: nothing is served) */
+    QR_LLAMACPP_RERANK = 2, /* --rerank: serves QR_OP_RERANK only */
 };
 
 const char *qr_llamacpp_mode_str(enum qr_llamacpp_mode m);
@@ -73,6 +73,16 @@ struct qr_llamacpp_crash {
 };
 typedef void (*qr_llamacpp_crash_fn)(void *arg, const struct qr_llamacpp_crash *c);
 
+/* The engine's evidence about one process (GET /props answered with a usable body, after every
+ * load and restart), for the daemon's evidence store. Borrowed for the call. */
+struct qr_llamacpp_observed {
+    const char *model;                     /* canonical id */
+    const char *gguf_path;                 /* the artifact */
+    const char *engine_version;            /* the probed engine version, "" unknown */
+    const struct qr_llamacpp_props *props; /* valid */
+};
+typedef void (*qr_llamacpp_observed_fn)(void *arg, const struct qr_llamacpp_observed *o);
+
 struct qr_llamacpp_options {
     const char *engine_path; /* configured engine; NULL/"" = discover (engine.h) */
     const char *prefix;      /* directory holding .deps/ for the private build; NULL = skip */
@@ -93,6 +103,8 @@ struct qr_llamacpp_options {
     void *resolver_arg;
     qr_llamacpp_crash_fn on_crash; /* NULL: crashes are logged only */
     void *crash_arg;
+    qr_llamacpp_observed_fn on_evidence; /* NULL: the /props evidence is kept per process only */
+    void *evidence_arg;
 };
 
 /* Find and probe the engine and take the options (strings copied). Safe to call again: later

@@ -19,6 +19,7 @@
  *  - extras of an Ollama client pass through unchanged; extras of an OpenAI client are refused
  *    (422) except the bookkeeping ones (user, metadata, store, service_tier, ...) and nulls.
  *  - n > 1, logprobs, echo and token-array inputs: 422.
+ *  - rerank: 422 capability_unsupported (Ollama has no rerank API).
  *  - An OpenAI /v1/completions request is a raw prompt: sent with "raw": true. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +431,13 @@ enum qr_err qr_ollama_encode(const struct qr_dialect *d, const struct qr_request
         case QR_OP_EMBED:
             *out_path = "/api/embed";
             rc = encode_embed(&e, root);
+            break;
+        case QR_OP_RERANK:
+            rc = qr_api_error_set(err, QR_ERR_INVALID, 422, "capability_unsupported", "model",
+                                  "model '%.*s': reranking cannot be sent to an Ollama backend "
+                                  "(Ollama has no rerank API)",
+                                  (int) (req->model.len < 200 ? req->model.len : 200),
+                                  req->model.ptr ? req->model.ptr : "");
             break;
         default:
             rc = qr_api_error_set(err, QR_ERR_INVALID, 400, "invalid_request", "",

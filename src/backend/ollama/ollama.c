@@ -393,7 +393,7 @@ static void add_caps(yyjson_mut_doc *doc, yyjson_mut_val *caps)
         {"multimodal.vision", "conditional"},
         {"multimodal.audio", "conditional"},
         {"embeddings", "conditional"},
-        {"reranking", "unknown"},
+        {"reranking", "unsupported"}, /* Ollama has no rerank API (codec_ollama.c refuses) */
         {"reasoning_control", "conditional"},
         {"tools.calling", "conditional"},
         {"tools.streaming", "unknown"},

@@ -1,7 +1,7 @@
 /* OpenAI-compatible upstream codec (llama-server, vLLM, MLX-LM, SGLang, ...): the canonical
- * request as a /v1/chat/completions, /v1/completions or /v1/embeddings body, and one streamed
- * chunk or whole body of the answer as canonical events (framing and the order contract live in
- * backend/codec.c).
+ * request as a /v1/chat/completions, /v1/completions, /v1/embeddings or /v1/rerank body, and one
+ * streamed chunk or whole body of the answer as canonical events (framing and the order contract
+ * live in backend/codec.c).
  *
  * Encoding decisions (wire-protocols.md B-D, quirk table E):
  *  - model: the dialect's upstream_model, else the client's name (quirk 32).
@@ -29,6 +29,7 @@
  *  - An Ollama /api/generate without raw (the prompt is templated as a user turn by Ollama) goes
  *    to /v1/chat/completions as [system?, user]; raw prompts, suffixes and OpenAI completions go
  *    to /v1/completions. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,6 +580,25 @@ static enum qr_err encode_embed(struct enc *e, yyjson_mut_val *root)
     return QR_OK;
 }
 
+/* llama-server's and vLLM's /v1/rerank: query, documents, top_n. return_documents is not sent:
+ * the client encoder adds the texts it already holds. */
+static enum qr_err encode_rerank(struct enc *e, yyjson_mut_val *root)
+{
+    const struct qr_request *r = e->req;
+    if (r->protocol != QR_PROTO_OPENAI)
+        return unsupported(e, "documents", "a rerank request from this client protocol");
+    yyjson_mut_val *docs = yyjson_mut_arr(e->doc);
+    for (size_t i = 0; docs && i < r->n_inputs; i++) {
+        if (!yyjson_mut_arr_append(docs, str(e, r->inputs[i])))
+            return nomem(e);
+    }
+    if (!put(e, root, "query", str(e, r->query)) || !put(e, root, "documents", docs))
+        return nomem(e);
+    if (r->top_n.set && !yyjson_mut_obj_add_sint(e->doc, root, "top_n", r->top_n.v))
+        return nomem(e);
+    return QR_OK;
+}
+
 enum qr_err qr_openai_encode(const struct qr_dialect *d, const struct qr_request *req,
                              struct qr_buf *out, const char **out_path, struct qr_api_error *err)
 {
@@ -612,6 +632,10 @@ enum qr_err qr_openai_encode(const struct qr_dialect *d, const struct qr_request
         case QR_OP_EMBED:
             *out_path = "/v1/embeddings";
             rc = encode_embed(&e, root);
+            break;
+        case QR_OP_RERANK:
+            *out_path = "/v1/rerank";
+            rc = encode_rerank(&e, root);
             break;
         default:
             rc = qr_api_error_set(err, QR_ERR_INVALID, 400, "invalid_request", "",
@@ -802,6 +826,9 @@ static enum qr_err chunk_or_body(struct qr_upstream_dec *dec, yyjson_val *root, 
 
 enum qr_err qr_openai_dec_chunk(struct qr_upstream_dec *dec, yyjson_val *root)
 {
+    if (dec->req->op == QR_OP_RERANK)
+        return qr_dec_fail(dec, 502, "upstream_error", false,
+                           qr_slice_str("upstream streamed a rerank answer"));
     return chunk_or_body(dec, root, false);
 }
 
@@ -855,8 +882,87 @@ static enum qr_err embeddings(struct qr_upstream_dec *dec, yyjson_val *root, yyj
     return dec->fn_err;
 }
 
+/* A result's document index: an integral number naming one of n documents, else -1. */
+static int64_t rerank_index(yyjson_val *it, size_t n)
+{
+    double x;
+    if (!yyjson_is_obj(it) || !qr_json_f64(yyjson_obj_get(it, "index"), &x) || x != floor(x) ||
+        !(x >= 0 && x < (double) n))
+        return -1;
+    return (int64_t) x;
+}
+
+/* A result's score member: relevance_score, or "score" (llama-server's older /rerank shape). */
+static yyjson_val *rerank_score(yyjson_val *it)
+{
+    yyjson_val *v = yyjson_obj_get(it, "relevance_score");
+    return v ? v : yyjson_obj_get(it, "score");
+}
+
+/* Why one result is unusable (NULL: it is fine, and its index is marked in seen). */
+static const char *rerank_check(yyjson_val *it, size_t n, bool *seen)
+{
+    int64_t ix = rerank_index(it, n);
+    double score;
+    if (ix < 0)
+        return "upstream rerank index out of range";
+    if (seen[ix])
+        return "upstream rerank index repeated";
+    if (!qr_json_f64(rerank_score(it), &score) || !isfinite(score))
+        return "upstream rerank score is not a finite number";
+    seen[ix] = true;
+    return NULL;
+}
+
+/* A rerank answer: results[] of {index, relevance_score}. Every index must name one of the
+ * request's documents, once; every score must be a finite number. Anything else fails the whole
+ * answer before any score goes out: a partial ranking would silently mislead. */
+static enum qr_err rerank_results(struct qr_upstream_dec *dec, yyjson_val *root)
+{
+    TRY(qr_dec_start(dec, qr_json_str(yyjson_obj_get(root, "model"))));
+    yyjson_val *results = yyjson_obj_get(root, "results");
+    if (!yyjson_is_arr(results))
+        return qr_dec_fail(dec, 502, "upstream_error", false,
+                           qr_slice_str("upstream rerank answer has no results array"));
+    size_t n_docs = dec->req->n_inputs;
+    if (yyjson_arr_size(results) > n_docs)
+        return qr_dec_fail(dec, 502, "upstream_error", false,
+                           qr_slice_str("upstream sent more rerank results than documents"));
+    bool *seen = calloc(n_docs + 1, sizeof(*seen));
+    if (!seen)
+        return qr_dec_fail(dec, 502, "upstream_error", false,
+                           qr_slice_str("out of memory for upstream rerank results"));
+    const char *bad = NULL;
+    size_t i, max;
+    yyjson_val *it;
+    yyjson_arr_foreach(results, i, max, it)
+    {
+        if (!bad)
+            bad = rerank_check(it, n_docs, seen);
+    }
+    free(seen);
+    if (bad)
+        return qr_dec_fail(dec, 502, "upstream_error", false, qr_slice_str(bad));
+    yyjson_arr_foreach(results, i, max, it)
+    {
+        struct qr_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.type = QR_EV_RERANK;
+        ev.index = (uint32_t) rerank_index(it, n_docs);
+        qr_json_f64(rerank_score(it), &ev.score);
+        TRY(qr_dec_emit(dec, &ev));
+        if (dec->terminal)
+            break;
+    }
+    usage_of(dec, yyjson_obj_get(root, "usage"), NULL);
+    qr_dec_set_finish(dec, QR_FINISH_STOP, (struct qr_slice){"", 0});
+    return dec->fn_err;
+}
+
 enum qr_err qr_openai_dec_body(struct qr_upstream_dec *dec, yyjson_val *root)
 {
+    if (dec->req->op == QR_OP_RERANK)
+        return rerank_results(dec, root);
     yyjson_val *data = yyjson_obj_get(root, "data");
     if (yyjson_is_arr(data))
         return embeddings(dec, root, data);

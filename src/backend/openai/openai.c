@@ -73,7 +73,7 @@ static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mu
         {"multimodal.vision", "conditional"},
         {"multimodal.audio", "conditional"},
         {"embeddings", "conditional"},
-        {"reranking", "unknown"},
+        {"reranking", "conditional"}, /* forwarded to /v1/rerank (llama-server, vLLM) */
         {"reasoning_control", "conditional"},
         {"tools.calling", "conditional"},
         {"tools.streaming", "conditional"},

@@ -61,7 +61,7 @@ static enum qr_err dlog_fn(void *arg, const struct qr_event *ev)
     struct qr_buf *b = &l->log;
     static const char *names[] = {"START",     "CONTENT",  "REASONING", "TOOL_BEGIN",
                                   "TOOL_ARGS", "TOOL_END", "USAGE",     "DONE",
-                                  "ERROR",     "META",     "EMBEDDING"};
+                                  "ERROR",     "META",     "EMBEDDING", "RERANK"};
     qr_buf_puts(b, names[ev->type]);
     switch (ev->type) {
     case QR_EV_START:
@@ -118,6 +118,9 @@ static enum qr_err dlog_fn(void *arg, const struct qr_event *ev)
         for (size_t i = 0; i < ev->dims; i++)
             qr_buf_appendf(b, "%s%g", i ? "," : "", (double) ev->vec[i]);
         qr_buf_puts(b, "]");
+        break;
+    case QR_EV_RERANK:
+        qr_buf_appendf(b, " %u %.17g", ev->index, ev->score);
         break;
     }
     qr_buf_puts(b, "\n");

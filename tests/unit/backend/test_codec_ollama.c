@@ -534,6 +534,22 @@ static void test_encode_generate_embed(void **state)
            "{\"model\":\"qwen3:8b\",\"input\":[\"a\",\"b\"],\"options\":{\"num_ctx\":512}}");
 }
 
+/* Ollama has no rerank API: a rerank request is refused, never sent anywhere. */
+static void test_encode_rerank_refused(void **state)
+{
+    struct qr_dialect d;
+    dialect(&d);
+    struct qr_request r;
+    struct qr_slice docs[1] = {S("a")};
+    chat_req(&r, false);
+    r.op = QR_OP_RERANK;
+    r.protocol = QR_PROTO_OPENAI;
+    r.query = S("q");
+    r.inputs = docs;
+    r.n_inputs = 1;
+    enc_fail(&d, &r, "model");
+}
+
 static void test_encode_unsupported(void **state)
 {
     struct qr_dialect d;
@@ -609,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_encode_openai_client),
         cmocka_unit_test(test_encode_generate_embed),
         cmocka_unit_test(test_encode_unsupported),
+        cmocka_unit_test(test_encode_rerank_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -624,6 +624,76 @@ static void test_embeddings(void **state)
            "START model=\"\"\nERROR 502 upstream_error \"upstream embedding is not an array\"\n");
 }
 
+static void rerank_req(struct qr_request *r, struct qr_slice *docs, size_t n)
+{
+    chat_req(r, false);
+    r->op = QR_OP_RERANK;
+    r->query = S("Hauptstadt");
+    r->inputs = docs;
+    r->n_inputs = n;
+}
+
+/* llama-server's rerank answer: events by index in the upstream's order, usage; hostile answers
+ * (index out of range, repeated, not an integer, score missing / not a number / infinite, more
+ * results than documents, no results, a streamed answer) fail the whole answer. */
+static void test_rerank_decode(void **state)
+{
+    struct qr_dialect d;
+    struct qr_request r;
+    struct qr_slice docs[3] = {S("a"), S("b"), S("c")};
+    dialect(&d);
+    rerank_req(&r, docs, 3);
+    expect(&d, &r, 200, JSON,
+           "{\"model\":\"bert-rerank\",\"object\":\"list\",\"usage\":{\"prompt_tokens\":21,"
+           "\"total_tokens\":21},\"results\":[{\"index\":2,\"relevance_score\":0.75},"
+           "{\"index\":0,\"relevance_score\":-1.5e-3},{\"index\":1,\"relevance_score\":2}]}",
+           QR_OK,
+           "START model=\"bert-rerank\"\nRERANK 2 0.75\nRERANK 0 -0.0015\nRERANK 1 2\n"
+           "USAGE p=21 c=-1 cached=-1 r=-1 total=-1 load=-1 pns=-1 ens=-1\nDONE stop raw=\"\"\n");
+    /* the older /rerank spelling "score"; fewer results than documents (top_n) */
+    expect(&d, &r, 200, JSON, "{\"results\":[{\"index\":1,\"score\":0.5}]}", QR_OK,
+           "START model=\"\"\nRERANK 1 0.5\nDONE stop raw=\"\"\n");
+    static const struct {
+        const char *body, *why;
+    } bad[] = {
+        {"{\"results\":[{\"index\":3,\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[{\"index\":-1,\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[{\"index\":\"0\",\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[{\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[{\"index\":1.5,\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[{\"index\":1e300,\"relevance_score\":1}]}", "index out of range"},
+        {"{\"results\":[7]}", "index out of range"},
+        {"{\"results\":[{\"index\":0,\"relevance_score\":1},{\"index\":0,"
+         "\"relevance_score\":2}]}",
+         "index repeated"},
+        {"{\"results\":[{\"index\":0,\"relevance_score\":\"high\"}]}",
+         "score is not a finite number"},
+        {"{\"results\":[{\"index\":0}]}", "score is not a finite number"},
+        {"{\"results\":[{\"index\":0,\"relevance_score\":1e999}]}", "score is not a finite number"},
+        {"{\"results\":[{\"index\":0,\"relevance_score\":null}]}", "score is not a finite number"},
+        {"{\"results\":[{\"index\":0,\"relevance_score\":1},{\"index\":1,\"relevance_score\":1},"
+         "{\"index\":2,\"relevance_score\":1},{\"index\":0,\"relevance_score\":1}]}",
+         "sent more rerank results than documents"},
+        {"{\"results\":{\"index\":0}}", "rerank answer has no results array"},
+        {"{\"data\":[{\"index\":0,\"embedding\":[1]}]}", "rerank answer has no results array"},
+    };
+    for (size_t i = 0; i < QR_ARRAY_LEN(bad); i++) {
+        char *log = dlog_check_splits(&d, &r, 200, JSON, bad[i].body, QR_OK, NULL);
+        if (print_logs() || !strstr(log, bad[i].why) || !strstr(log, "ERROR 502 upstream_error"))
+            fprintf(stderr, "---- %s:\n%s", bad[i].body, log);
+        assert_non_null(strstr(log, "ERROR 502 upstream_error"));
+        assert_non_null(strstr(log, bad[i].why));
+        assert_null(strstr(log, "RERANK")); /* nothing of a bad answer goes out */
+        free(log);
+    }
+    expect(&d, &r, 200, SSE, "data: {\"results\":[]}\n\n", QR_OK,
+           "START model=\"\"\nERROR 502 upstream_error \"upstream streamed a rerank answer\"\n");
+    /* an upstream without /v1/rerank */
+    expect(&d, &r, 404, JSON, "{\"error\":{\"message\":\"File Not Found\"}}", QR_OK,
+           "START model=\"\"\nERROR 502 upstream_error \"upstream answered HTTP 404: File Not "
+           "Found\"\n");
+}
+
 static void test_error_bodies(void **state)
 {
     struct qr_dialect d;
@@ -913,6 +983,32 @@ static void test_encode_completion_and_embed(void **state)
            "\"dimensions\":256}");
 }
 
+/* /v1/rerank: query, documents, top_n when set; return_documents stays with the Runtime; an
+ * OpenAI client's extras pass through as for every other op. */
+static void test_encode_rerank(void **state)
+{
+    struct qr_dialect d;
+    dialect(&d);
+    struct qr_request r;
+    struct qr_slice docs[2] = {S("Berlin"), S("Katzen \"und\" Hunde")};
+    rerank_req(&r, docs, 2);
+    r.return_documents = QR_TRUE;
+    enc_ok(&d, &r, "/v1/rerank",
+           "{\"model\":\"m\",\"query\":\"Hauptstadt\",\"documents\":[\"Berlin\","
+           "\"Katzen \\\"und\\\" Hunde\"]}");
+    r.top_n = (struct qr_opt_i64){true, 1};
+    struct qr_extra ex[1] = {{S("truncate"), S("true")}};
+    r.extras = ex;
+    r.n_extras = 1;
+    d.upstream_model = "bge-reranker";
+    enc_ok(&d, &r, "/v1/rerank",
+           "{\"model\":\"bge-reranker\",\"query\":\"Hauptstadt\",\"documents\":[\"Berlin\","
+           "\"Katzen \\\"und\\\" Hunde\"],\"top_n\":1,\"truncate\":true}");
+    r.protocol = QR_PROTO_OLLAMA;
+    r.n_extras = 0;
+    enc_fail(&d, &r, 422, "capability_unsupported", "documents");
+}
+
 static void test_encode_unsupported(void **state)
 {
     struct qr_dialect d;
@@ -999,6 +1095,8 @@ int main(void)
         cmocka_unit_test(test_think_tags_in_content),
         cmocka_unit_test(test_whole_bodies),
         cmocka_unit_test(test_embeddings),
+        cmocka_unit_test(test_rerank_decode),
+        cmocka_unit_test(test_encode_rerank),
         cmocka_unit_test(test_error_bodies),
         cmocka_unit_test(test_encode_chat_full),
         cmocka_unit_test(test_encode_openai_client),

@@ -57,7 +57,7 @@ struct fx {
     struct qr_config cfg;
     struct qr_backend *b;
     char dir[64];
-    char scripted[128], draft[128], tiny[128], embed[128], fail_sh[128];
+    char scripted[128], draft[128], tiny[128], embed[128], rerank[128], fail_sh[128];
     char fake_py[128], fake_violate[128], fake_badprops[128], fake_bigprops[128];
 };
 
@@ -366,7 +366,7 @@ static int group_setup(void **state)
     char cmd[512];
     snprintf(cmd, sizeof cmd,
              "'%s' '%s' >/dev/null && '%s' '%s' llama-tiny.gguf "
-             "bert-embed-tiny.gguf >/dev/null",
+             "bert-embed-tiny.gguf bert-rerank-tiny.gguf >/dev/null",
              QR_TEST_GEN_SCRIPTED, F.dir, QR_TEST_GEN_FIXTURES, F.dir);
     if (system(cmd) != 0)
         return -1;
@@ -374,6 +374,7 @@ static int group_setup(void **state)
     snprintf(F.draft, sizeof F.draft, "%s/scripted-draft.gguf", F.dir);
     snprintf(F.tiny, sizeof F.tiny, "%s/llama-tiny.gguf", F.dir);
     snprintf(F.embed, sizeof F.embed, "%s/bert-embed-tiny.gguf", F.dir);
+    snprintf(F.rerank, sizeof F.rerank, "%s/bert-rerank-tiny.gguf", F.dir);
     snprintf(F.fail_sh, sizeof F.fail_sh, "%s/fail-engine.sh", F.dir);
     FILE *f = fopen(F.fail_sh, "w");
     if (!f)
@@ -415,6 +416,8 @@ static int group_setup(void **state)
         .id = "test/llama-tiny", .gguf_path = F.tiny, .mode = QR_LLAMACPP_CHAT};
     models[n_models++] = (struct qr_llamacpp_model){
         .id = "test/bert-embed", .gguf_path = F.embed, .mode = QR_LLAMACPP_EMBED};
+    models[n_models++] = (struct qr_llamacpp_model){
+        .id = "test/bert-rerank", .gguf_path = F.rerank, .mode = QR_LLAMACPP_RERANK};
     models[n_models++] =
         (struct qr_llamacpp_model){.id = "fake/violate", .gguf_path = F.fake_violate};
     models[n_models++] =
@@ -672,6 +675,56 @@ static void test_embeddings(void **state)
     for (size_t i = 0; i < r.ans.dims[0]; i++)
         differ |= r.ans.vectors[0][i] != r.ans.vectors[1][i];
     assert_true(differ);
+    run_cleanup(&r);
+}
+
+/* Rerank goes only to a --rerank process, and only rerank goes there: every other pairing is
+ * refused before anything loads, naming the model and reranking. */
+static void test_rerank(void **state)
+{
+    NEED_ENGINE();
+    static const struct {
+        const char *model;
+        enum qr_op op;
+    } wrong[] = {
+        {"test/bert-rerank", QR_OP_CHAT},
+        {"test/bert-rerank", QR_OP_EMBED},
+        {"test/scripted", QR_OP_RERANK},
+        {"test/bert-embed", QR_OP_RERANK},
+    };
+    struct run r;
+    for (size_t i = 0; i < QR_ARRAY_LEN(wrong); i++) {
+        run_init(&r, wrong[i].model, "hi", QR_THINK_UNSET);
+        r.req.op = wrong[i].op;
+        r.req.stream = wrong[i].op == QR_OP_CHAT;
+        r.inputs[0] = qr_slice_str("x");
+        r.req.inputs = r.inputs;
+        r.req.n_inputs = 1;
+        r.req.query = qr_slice_str("q");
+        struct qr_api_error err;
+        assert_int_equal(submit(&r, &err), QR_ERR_INVALID);
+        assert_int_equal(err.status, 422);
+        assert_string_equal(err.code, "capability_unsupported");
+        assert_non_null(strstr(err.message, wrong[i].model));
+        assert_non_null(strstr(err.message, "reranking"));
+        assert_null(qr_llamacpp_find_proc(F.b, "test/bert-rerank"));
+        run_cleanup(&r);
+    }
+    run_init(&r, "test/bert-rerank", "", QR_THINK_UNSET);
+    r.req.op = QR_OP_RERANK;
+    r.req.stream = false;
+    r.req.query = qr_slice_str("hauptstadt");
+    r.inputs[0] = qr_slice_str("Berlin ist die Hauptstadt");
+    r.inputs[1] = qr_slice_str("Katzen schlafen");
+    r.req.inputs = r.inputs;
+    r.req.n_inputs = 2;
+    submit_wait(&r);
+    if (r.ans.failed)
+        fail_msg("rerank failed: %s", buf_str(&r.ans.error_message));
+    assert_true(r.ans.done);
+    assert_int_equal(r.ans.n_ranked, 2);
+    assert_true(r.ans.scores[0].set && r.ans.scores[1].set);
+    assert_true(r.ans.has_usage && r.ans.usage.prompt_tokens > 0);
     run_cleanup(&r);
 }
 
@@ -1538,6 +1591,7 @@ int main(void)
         cmocka_unit_test(test_tool_call),
         cmocka_unit_test(test_draft_model),
         cmocka_unit_test(test_embeddings),
+        cmocka_unit_test(test_rerank),
         cmocka_unit_test(test_keep_alive_zero_unloads_and_reloads),
         cmocka_unit_test(test_budget_lru_eviction),
         cmocka_unit_test(test_kill_mid_stream),

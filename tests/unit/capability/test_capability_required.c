@@ -206,6 +206,9 @@ static void test_embeddings_and_endpoints(void **state)
     assert_string_equal(names(qr_cap_required(&r)), "embeddings");
     r.stream = true; /* meaningless for embeddings: adds nothing */
     assert_string_equal(names(qr_cap_required(&r)), "embeddings");
+    r.op = QR_OP_RERANK; /* reranking only, never inference.text or streaming */
+    r.query = in;
+    assert_string_equal(names(qr_cap_required(&r)), "reranking");
 
     assert_string_equal(names(qr_cap_required_for_endpoint(QR_CAP_EP_CHAT)), "inference.text");
     assert_string_equal(names(qr_cap_required_for_endpoint(QR_CAP_EP_COMPLETION)),

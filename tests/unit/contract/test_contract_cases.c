@@ -6,7 +6,7 @@
  * in two at every byte boundary, and one byte at a time: every feeding must give the expected
  * output byte for byte.
  *
- * case.json: {"client":"openai"|"ollama", "op":"chat"|"completion"|"embed",
+ * case.json: {"client":"openai"|"ollama", "op":"chat"|"completion"|"embed"|"rerank",
  *             "legacy_embeddings":false, "upstream":"openai"|"ollama",
  *             "upstream_status":200, "upstream_content_type":"text/event-stream",
  *             "transport":"ok"|"cut"|"timeout", "expected_status":200,
@@ -32,6 +32,7 @@
 #include "api/codec.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
+#include "api/rerank_codec.h"
 #include "backend/codec.h"
 #include "contract/event.h"
 #include "core/arena.h"
@@ -86,6 +87,7 @@ static void load_spec(const char *dir, struct spec *s)
     s->client = client && !strcmp(client, "ollama") ? QR_PROTO_OLLAMA : QR_PROTO_OPENAI;
     s->op = !op || !strcmp(op, "chat")  ? QR_OP_CHAT
             : !strcmp(op, "completion") ? QR_OP_COMPLETION
+            : !strcmp(op, "rerank")     ? QR_OP_RERANK
                                         : QR_OP_EMBED;
     s->legacy = yyjson_get_bool(yyjson_obj_get(r, "legacy_embeddings"));
     qr_dialect_default(&s->d, up && !strcmp(up, "ollama") ? QR_UP_OLLAMA : QR_UP_OPENAI);
@@ -305,7 +307,8 @@ static void run_case(const char *dir)
     struct qr_decode_limits lim;
     qr_decode_limits_default(&lim);
     struct qr_slice body = {req_text, req_len};
-    enum qr_err rc = s.client == QR_PROTO_OPENAI
+    enum qr_err rc = s.op == QR_OP_RERANK ? qr_rerank_decode(body, &lim, &arena, &req, &err)
+                     : s.client == QR_PROTO_OPENAI
                          ? qr_openai_decode(s.op, body, &lim, &arena, &req, &err)
                          : qr_ollama_decode(s.op, s.legacy, body, &lim, &arena, &req, &err);
     char *got;

@@ -58,7 +58,8 @@ static void test_open_creates_wal_store(void **state)
     assert_false(info.created);
     assert_int_equal(info.schema_found, QR_STORE_SCHEMA_VERSION);
     qr_store_close(s);
-    assert_int_equal(fx_sql_int(f->path, "SELECT count(*) FROM schema_version"), 1);
+    assert_int_equal(fx_sql_int(f->path, "SELECT count(*) FROM schema_version"),
+                     QR_STORE_SCHEMA_VERSION);
 }
 
 static void test_empty_file_is_a_new_store(void **state)
