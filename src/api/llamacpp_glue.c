@@ -19,6 +19,7 @@
 #include "api/api.h"
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
+#include "api/ollama_codec.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "build_info.h"
 #include "core/http_server.h"
@@ -498,6 +499,21 @@ void qr_api_llamacpp_ps(struct qr_app *app, struct qr_http_req *req)
     free(rows);
 }
 
+/* Nothing to generate from: no (or empty) messages, no (or empty) prompt. For generate, a
+ * non-string prompt is the decoder's to refuse, not a load. */
+static bool is_empty(yyjson_val *root, enum qr_op op)
+{
+    if (op == QR_OP_CHAT) {
+        yyjson_val *msgs = yyjson_obj_get(root, "messages");
+        return !msgs || yyjson_is_null(msgs) || (yyjson_is_arr(msgs) && !yyjson_arr_size(msgs));
+    }
+    yyjson_val *pv = yyjson_obj_get(root, "prompt");
+    if (pv && !yyjson_is_null(pv) && !yyjson_is_str(pv))
+        return false;
+    const char *p = yyjson_get_str(pv);
+    return (!p || !p[0]) && !yyjson_obj_get(root, "images") && !yyjson_obj_get(root, "suffix");
+}
+
 /* keep_alive 0 (number or duration string) and nothing to generate from. */
 static bool is_unload(yyjson_val *root, enum qr_op op)
 {
@@ -505,14 +521,7 @@ static bool is_unload(yyjson_val *root, enum qr_op op)
     bool zero = (yyjson_is_num(ka) && yyjson_get_num(ka) == 0) ||
                 (yyjson_is_str(ka) &&
                  (!strcmp(yyjson_get_str(ka), "0") || !strcmp(yyjson_get_str(ka), "0s")));
-    if (!zero)
-        return false;
-    if (op == QR_OP_CHAT) {
-        yyjson_val *msgs = yyjson_obj_get(root, "messages");
-        return !msgs || yyjson_is_null(msgs) || (yyjson_is_arr(msgs) && !yyjson_arr_size(msgs));
-    }
-    const char *p = yyjson_get_str(yyjson_obj_get(root, "prompt"));
-    return !p || !p[0];
+    return zero && is_empty(root, op);
 }
 
 static void send_ollama_line(struct qr_http_req *req, int status, yyjson_mut_doc *doc)
@@ -535,48 +544,147 @@ static void send_ollama_line(struct qr_http_req *req, int status, yyjson_mut_doc
     free(line);
 }
 
+/* Ollama's lifecycle line: {"model","created_at","message"|"response","done":true,
+ * "done_reason"}, plain JSON even when streaming was asked for (as Ollama answers it). */
+static void send_lifecycle(struct qr_http_req *req, const char *model, enum qr_op op,
+                           const char *reason)
+{
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *o = doc ? yyjson_mut_obj(doc) : NULL;
+    if (!o) {
+        yyjson_mut_doc_free(doc);
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    yyjson_mut_doc_set_root(doc, o);
+    char when[64];
+    rfc3339(now_ms(), when, sizeof when);
+    yyjson_mut_obj_add_strcpy(doc, o, "model", model);
+    yyjson_mut_obj_add_strcpy(doc, o, "created_at", when);
+    if (op == QR_OP_CHAT) {
+        yyjson_mut_val *msg = yyjson_mut_obj_add_obj(doc, o, "message");
+        yyjson_mut_obj_add_str(doc, msg, "role", "assistant");
+        yyjson_mut_obj_add_str(doc, msg, "content", "");
+    } else {
+        yyjson_mut_obj_add_str(doc, o, "response", "");
+    }
+    yyjson_mut_obj_add_bool(doc, o, "done", true);
+    yyjson_mut_obj_add_str(doc, o, "done_reason", reason);
+    send_ollama_line(req, 200, doc);
+    yyjson_mut_doc_free(doc);
+}
+
+static void send_error_line(struct qr_http_req *req, int status, const char *message)
+{
+    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *o = doc ? yyjson_mut_obj(doc) : NULL;
+    if (o) {
+        yyjson_mut_doc_set_root(doc, o);
+        yyjson_mut_obj_add_strcpy(doc, o, "error", message);
+        send_ollama_line(req, status, doc);
+    } else {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+    }
+    yyjson_mut_doc_free(doc);
+}
+
+/* ---- load: an empty /api/generate or /api/chat loads the model and answers "load" ---- */
+
+struct load_wait {
+    struct qr_http_req *req;
+    struct qr_job *job;
+    enum qr_op op;
+    struct qr_arena arena; /* the decoded request the job borrows */
+    struct qr_request r;
+    char model[512]; /* as the client named it */
+};
+
+static void load_wait_free(struct load_wait *w)
+{
+    qr_arena_cleanup(&w->arena);
+    free(w);
+}
+
+static void load_client_gone(struct qr_http_req *req, void *arg)
+{
+    struct load_wait *w = arg;
+    QR_LOG(QR_LOG_INFO, "client went away while its model loaded", QR_LF_S("model", w->model));
+    qr_job_cancel(w->job); /* the process goes on loading; only this waiter is forgotten */
+    load_wait_free(w);
+}
+
+static enum qr_err on_load_event(void *arg, const struct qr_event *ev)
+{
+    struct load_wait *w = arg;
+    if (ev->type != QR_EV_DONE && ev->type != QR_EV_ERROR)
+        return QR_OK;
+    qr_http_req_set_close_cb(w->req, NULL, NULL);
+    if (ev->type == QR_EV_DONE) {
+        send_lifecycle(w->req, w->model, w->op, "load");
+    } else {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%.*s", (int) ev->message.len, ev->message.ptr);
+        send_error_line(w->req, ev->status ? ev->status : 502, msg);
+    }
+    load_wait_free(w); /* the job frees itself after its final event */
+    return QR_OK;
+}
+
+/* The body is decoded as any chat/generate request (so keep_alive and every other field are
+ * checked the same way), then only loaded. */
+static void load_model(struct qr_app *app, struct qr_http_req *req, const char *model,
+                       enum qr_op op)
+{
+    struct load_wait *w = calloc(1, sizeof *w);
+    if (!w) {
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
+    w->req = req;
+    w->op = op;
+    snprintf(w->model, sizeof w->model, "%s", model);
+    qr_arena_init(&w->arena, app->cfg->max_request_bytes * 4 + 65536);
+    struct qr_decode_limits lim;
+    qr_decode_limits_default(&lim);
+    struct qr_api_error err = {0};
+    if (qr_ollama_decode(op, false, qr_http_req_body(req), &lim, &w->arena, &w->r, &err) ||
+        qr_llamacpp_load(app->backend, &w->r, on_load_event, w, &w->job, &err)) {
+        send_error_line(req, err.status ? err.status : 500, err.message);
+        load_wait_free(w);
+        return;
+    }
+    qr_http_req_set_close_cb(req, load_client_gone, w);
+}
+
 static void unload_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op)
 {
     struct qr_slice body = err ? (struct qr_slice){0} : qr_http_req_body(req);
     yyjson_doc *in = body.len ? yyjson_read(body.ptr, body.len, 0) : NULL;
     yyjson_val *root = yyjson_doc_get_root(in);
     const char *model = yyjson_get_str(yyjson_obj_get(root, "model"));
-    if (err || !yyjson_is_obj(root) || !model || !model[0] || !is_unload(root, op)) {
+    if (err || !yyjson_is_obj(root) || !model || !model[0] || !is_empty(root, op)) {
         yyjson_doc_free(in);
         qr_api_infer(app, req, QR_PROTO_OLLAMA, op, false); /* re-reads the body */
         return;
     }
+    if (!is_unload(root, op)) {
+        load_model(app, req, model, op); /* model points into in */
+        yyjson_doc_free(in);
+        return;
+    }
     struct qr_llamacpp_model m;
     struct qr_diag d = {{0}};
-    yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
-    yyjson_mut_val *o = yyjson_mut_obj(doc);
-    yyjson_mut_doc_set_root(doc, o);
     if (resolve(app->llama, (struct qr_slice){model, strlen(model)}, &m, &d)) {
         char msg[600];
         snprintf(msg, sizeof msg, "model '%.400s' not found", model);
-        yyjson_mut_obj_add_strcpy(doc, o, "error", msg);
-        send_ollama_line(req, 404, doc);
+        send_error_line(req, 404, msg);
     } else {
         bool deferred = false;
         (void) qr_llamacpp_unload(app->backend, model, &deferred, &d); /* not loaded: fine */
         QR_LOG(QR_LOG_INFO, "model unloaded on request (keep_alive 0)", QR_LF_S("model", m.id),
                QR_LF_B("deferred", deferred));
-        char when[64];
-        rfc3339(now_ms(), when, sizeof when);
-        yyjson_mut_obj_add_strcpy(doc, o, "model", model);
-        yyjson_mut_obj_add_strcpy(doc, o, "created_at", when);
-        if (op == QR_OP_CHAT) {
-            yyjson_mut_val *msg = yyjson_mut_obj_add_obj(doc, o, "message");
-            yyjson_mut_obj_add_str(doc, msg, "role", "assistant");
-            yyjson_mut_obj_add_str(doc, msg, "content", "");
-        } else {
-            yyjson_mut_obj_add_str(doc, o, "response", "");
-        }
-        yyjson_mut_obj_add_bool(doc, o, "done", true);
-        yyjson_mut_obj_add_str(doc, o, "done_reason", "unload");
-        send_ollama_line(req, 200, doc);
+        send_lifecycle(req, model, op, "unload");
     }
-    yyjson_mut_doc_free(doc);
     yyjson_doc_free(in);
 }
 

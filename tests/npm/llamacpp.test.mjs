@@ -569,6 +569,34 @@ describe('npm clients -> daemon backend=llama.cpp (real llama-server, scripted m
       }
     });
 
+    it('generate with an empty prompt and chat with no messages load the model (done_reason "load")', T, async () => {
+      await client.generate({model: CHAT, prompt: '', keep_alive: 0}); // start from unloaded
+      const deadline = Date.now() + 5000;
+      while ((await client.ps()).models.some((m) => m.name === CHAT) && Date.now() < deadline) await sleep(50);
+      assert.ok(!(await client.ps()).models.some((m) => m.name === CHAT), 'still listed after the unload');
+      const g = await client.generate({model: CHAT, prompt: ''});
+      assert.equal(g.done, true);
+      assert.equal(g.done_reason, 'load');
+      assert.equal(g.response, '');
+      const c = await client.chat({model: CHAT, messages: [], keep_alive: '7m'});
+      assert.equal(c.done_reason, 'load');
+      assert.deepEqual(c.message, {role: 'assistant', content: ''});
+      const row = (await client.ps()).models.find((m) => m.name === CHAT);
+      assert.ok(row, 'not listed by ps after the load');
+      assert.equal(row.state, 'ready', 'answered "load" before the model was ready');
+      const ahead = new Date(row.expires_at).getTime() - Date.now();
+      assert.ok(ahead > 6 * 60000 && ahead <= 7 * 60000 + 1000, `expires_at ${row.expires_at}: keep_alive 7m`);
+      await assert.rejects(client.generate({model: 'no-such-model', prompt: ''}), (e) => {
+        assert.equal(e.status_code, 404);
+        return true;
+      });
+      // an embedding model cannot be loaded for generation
+      await assert.rejects(client.generate({model: EMBED, prompt: ''}), (e) => {
+        assert.equal(e.status_code, 422, `${e?.name}: ${e?.message}`);
+        return true;
+      });
+    });
+
     it('ps() lists the loaded models', T, async () => {
       const r = await client.ps();
       const names = r.models.map((m) => m.name);

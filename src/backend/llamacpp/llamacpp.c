@@ -68,6 +68,10 @@ struct ljob {
     /* a broken transfer's ERROR, held for crash_grace_ms to be named by the crash report */
     struct event *hold_timer;
     bool held;
+    /* a load request (Ollama's empty generate/chat): no HTTP job; START + DONE "load" once the
+     * process serves, delivered from done_timer so that submit never calls back synchronously */
+    bool load_only;
+    struct event *done_timer;
     int held_status;
     char held_code[64];
     char held_msg[768];
@@ -262,6 +266,8 @@ static void ljob_free(struct ljob *j)
 {
     if (j->hold_timer)
         event_free(j->hold_timer);
+    if (j->done_timer)
+        event_free(j->done_timer);
     qr_job_free_custom(j->handle);
     free(j);
 }
@@ -403,10 +409,36 @@ static enum qr_err ljob_relay(void *arg, const struct qr_event *ev)
     return e;
 }
 
+/* A load request's answer: the model is loaded (and its evidence known). */
+static void on_loaded(evutil_socket_t fd, short what, void *arg)
+{
+    struct ljob *j = arg;
+    struct qr_event ev = {.type = QR_EV_START};
+    ev.name = qr_slice_str(qr_backend_llamacpp.id);
+    ev.model = qr_slice_str(j->p->id);
+    j->started = true;
+    if (j->fn(j->arg, &ev) == QR_OK) {
+        memset(&ev, 0, sizeof ev);
+        ev.type = QR_EV_DONE;
+        ev.finish = QR_FINISH_NONE;
+        ev.raw_finish = qr_slice_str("load");
+        j->fn(j->arg, &ev);
+    }
+    ljob_end(j);
+}
+
 /* Send j to its ready process. */
 static enum qr_err ljob_start(struct ljob *j, struct qr_api_error *err)
 {
     struct lp *p = j->p;
+    if (j->load_only) {
+        j->done_timer = evtimer_new(p->a->base.env.base, on_loaded, j);
+        if (!j->done_timer)
+            return qr_api_error_set(err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+        struct timeval now = {0, 0};
+        evtimer_add(j->done_timer, &now);
+        return QR_OK;
+    }
     struct qr_dialect d;
     qr_dialect_default(&d, QR_UP_OPENAI);
     d.upstream_model = p->id;
@@ -916,10 +948,9 @@ static enum qr_err check_op(const struct qr_request *req, const struct qr_llamac
                             qr_llamacpp_mode_str(m->mode), mode_work(m->mode), mode_work(want));
 }
 
-static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
-                             void *arg, struct qr_job **out, struct qr_api_error *err)
+static enum qr_err submit(struct llamacpp *a, const struct qr_request *req, bool load_only,
+                          qr_event_fn fn, void *arg, struct qr_job **out, struct qr_api_error *err)
 {
-    struct llamacpp *a = (struct llamacpp *) b;
     if (!a->configured || !a->engine_ok)
         return qr_api_error_set(err, QR_ERR_UNAVAILABLE, 503, "backend_unavailable", "",
                                 "the llama.cpp backend is not available: %s",
@@ -970,6 +1001,7 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
     j->fn = fn;
     j->arg = arg;
     j->req = *req;
+    j->load_only = load_only;
     j->single_call = req->parallel_tool_calls == QR_FALSE;
     if (req->tool_choice.kind == QR_TOOL_CHOICE_FUNCTION) {
         /* the engine does not enforce a named tool_choice: offer it only that tool and require
@@ -1015,6 +1047,21 @@ static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req,
     }
     *out = j->handle;
     return QR_OK;
+}
+
+static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                             void *arg, struct qr_job **out, struct qr_api_error *err)
+{
+    return submit((struct llamacpp *) b, req, false, fn, arg, out, err);
+}
+
+enum qr_err qr_llamacpp_load(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                             void *arg, struct qr_job **out, struct qr_api_error *err)
+{
+    if (req->op != QR_OP_CHAT && req->op != QR_OP_COMPLETION && req->op != QR_OP_EMBED)
+        return qr_api_error_set(err, QR_ERR_INVALID, 400, "invalid_request", "",
+                                "a load request is a chat, generate or embed request");
+    return submit((struct llamacpp *) b, req, true, fn, arg, out, err);
 }
 
 static enum qr_err ll_open(struct qr_backend *b, struct qr_diag *diag)

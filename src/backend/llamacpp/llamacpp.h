@@ -159,6 +159,14 @@ enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, struct yyjson_mut_doc 
 enum qr_err qr_llamacpp_unload(struct qr_backend *b, const char *id, bool *out_deferred,
                                struct qr_diag *diag);
 
+/* Load the model req->model names without generating anything (Ollama's /api/generate with an
+ * empty prompt, /api/chat with no messages): the same resolution, mode check, memory budget and
+ * queue as a request, and req->keep_alive applies. fn gets START, then DONE (raw_finish "load")
+ * once the process is ready and its evidence known (at once, from the loop, when it already is),
+ * or START + ERROR as a queued request would (model_load_failed, ...). The handle cancels. */
+enum qr_err qr_llamacpp_load(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
+                             void *arg, struct qr_job **out, struct qr_api_error *err);
+
 /* The supervised process of a loaded model (tests, diagnostics); NULL when not loaded. */
 struct qr_llama_proc *qr_llamacpp_find_proc(struct qr_backend *b, const char *id);
 
