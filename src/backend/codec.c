@@ -93,6 +93,17 @@ bool qr_json_i64(yyjson_val *v, int64_t *out)
         *out = yyjson_get_sint(v);
         return true;
     }
+    const char *r = yyjson_is_raw(v) ? yyjson_get_raw(v) : NULL;
+    size_t rn = r ? yyjson_get_len(v) : 0, neg = rn && r[0] == '-', i = neg;
+    if (rn > neg && rn - neg <= 18) { /* plain integers (indexes, counts) without strtoll */
+        int64_t x = 0;
+        while (i < rn && r[i] >= '0' && r[i] <= '9')
+            x = x * 10 + (r[i++] - '0');
+        if (i == rn) {
+            *out = neg ? -x : x;
+            return true;
+        }
+    }
     char buf[64], *end;
     if (yyjson_is_raw(v) && raw_copy(v, buf, sizeof(buf))) {
         long long x = strtoll(buf, &end, 10);
@@ -529,6 +540,7 @@ void qr_upstream_dec_free(struct qr_upstream_dec *dec)
     qr_buf_cleanup(&dec->in);
     qr_buf_cleanup(&dec->data);
     qr_toolcalls_cleanup(&dec->tc);
+    free(dec->pool);
     free(dec);
 }
 
@@ -540,10 +552,26 @@ static bool truthy(yyjson_val *v)
     return !(yyjson_is_str(v) && yyjson_get_len(v) == 0);
 }
 
-static enum qr_err handle_json(struct qr_upstream_dec *dec, const char *p, size_t n)
+/* Parse one chunk; small ones (every token of a stream) into the decoder's reused block. */
+static yyjson_doc *read_chunk(struct qr_upstream_dec *dec, const char *p, size_t n)
 {
     yyjson_read_err rerr;
-    yyjson_doc *doc = yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, NULL, &rerr);
+    yyjson_alc alc;
+    if (yyjson_read_max_memory_usage(n, QR_DEC_READ_FLAGS) <= QR_DEC_POOL_BYTES) {
+        if (!dec->pool && !(dec->pool = malloc(QR_DEC_POOL_BYTES)))
+            abort(); /* a small fixed allocation */
+        if (yyjson_alc_pool_init(&alc, dec->pool, QR_DEC_POOL_BYTES)) {
+            yyjson_doc *doc = yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, &alc, &rerr);
+            if (doc || rerr.code != YYJSON_READ_ERROR_MEMORY_ALLOCATION)
+                return doc;
+        }
+    }
+    return yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, NULL, &rerr);
+}
+
+static enum qr_err handle_json(struct qr_upstream_dec *dec, const char *p, size_t n)
+{
+    yyjson_doc *doc = read_chunk(dec, p, n);
     if (!doc)
         return fail_text(dec, "upstream sent malformed JSON");
     yyjson_val *root = yyjson_doc_get_root(doc);

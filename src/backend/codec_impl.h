@@ -53,7 +53,11 @@ struct qr_upstream_dec {
     qr_event_fn fn; /* of the current feed/finish call */
     void *arg;
     enum qr_err fn_err; /* first failure of fn */
+    void *pool;         /* QR_DEC_POOL_BYTES for parsing chunks without malloc each; owned, lazy */
 };
+
+/* Streamed chunks whose parse fits this block are parsed in it, one after the other. */
+#define QR_DEC_POOL_BYTES (16 * 1024)
 
 /* yyjson read flags for upstream bodies: numbers stay raw text so tool arguments are written
  * back exactly. */

@@ -45,6 +45,7 @@
 #define HN_READ_SIZE        (32 * 1024)  /* free space offered to each recv */
 #define HN_CONNECT_DEFAULT  (300 * 1000) /* ms, libcurl's default connect timeout */
 #define HN_MAX_ADDRS        4            /* resolved addresses tried in turn */
+#define HN_STANDBY_MS       250          /* peer close this soon after a response: open a standby */
 
 enum phase {
     PH_PENDING,    /* kick event queued: no connection yet */
@@ -75,9 +76,10 @@ struct hn_conn {
     int fd;
     struct event rev, wev, idle_timer;
     bool rev_on, wev_on, pooled;
-    bool eof;      /* recv returned 0 */
-    unsigned uses; /* requests started on this connection */
-    char *in;      /* received bytes [in_off, in_len) not yet consumed */
+    bool eof;         /* recv returned 0 */
+    unsigned uses;    /* requests started on this connection */
+    uint64_t done_ms; /* monotonic ms its last response ended; 0 for a standby never used */
+    char *in;         /* received bytes [in_off, in_len) not yet consumed */
     size_t in_off, in_len, in_cap;
     struct qr_http_header *hdrs; /* response header slices into in, reused per response */
     size_t cap_hdrs;
@@ -331,6 +333,8 @@ static void conn_close(struct hn_conn *conn)
     free(conn);
 }
 
+static void standby_open(struct hn_conn *closing);
+
 /* A pooled connection became readable: the peer closed it (or sent bytes nobody asked for). */
 static void on_idle_read(struct hn_conn *conn)
 {
@@ -338,6 +342,8 @@ static void on_idle_read(struct hn_conn *conn)
     ssize_t n = recv(conn->fd, b, sizeof(b), 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
+    if (n <= 0)
+        standby_open(conn);
     conn_close(conn);
 }
 
@@ -353,6 +359,7 @@ static bool pool_put(struct hn_conn *conn)
         return false;
     struct timeval tv = {HN_IDLE_TIMEOUT_S, 0};
     conn->in_off = conn->in_len = 0;
+    conn->done_ms = mono_ms();
     conn->next = conn->host->idle;
     conn->prev = NULL;
     if (conn->next)
@@ -364,6 +371,50 @@ static bool pool_put(struct hn_conn *conn)
     wev_set(conn, false);
     rev_set(conn, true); /* stays registered: no epoll_ctl per request */
     return true;
+}
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg);
+static void on_conn_write(evutil_socket_t fd, short what, void *arg);
+
+/* The peer closed an idle connection right after its response, as llama-server does after every
+ * streamed answer: connect a replacement now and pool it, so that the next request to this host
+ * does not pay a TCP connect before its first byte. Only for such closes (not for idle timeouts,
+ * and not for a standby that was never used), and only while the host has no other idle
+ * connection. The pool treats it like any other: a standby that turns out dead is noticed by its
+ * read event, and a request meeting it is retried once on a fresh connection (uses starts at 1). */
+static void standby_open(struct hn_conn *closing)
+{
+    struct qr_http_native *c = closing->client;
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    if (!closing->done_ms || mono_ms() - closing->done_ms > HN_STANDBY_MS ||
+        closing->host->idle != closing || closing->next ||
+        getpeername(closing->fd, (struct sockaddr *) &sa, &len) != 0)
+        return;
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *) &sa, len) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return;
+    }
+    struct hn_conn *conn = calloc(1, sizeof(*conn));
+    if (!conn)
+        abort(); /* a small fixed allocation */
+    conn->client = c;
+    conn->host = closing->host;
+    conn->fd = fd;
+    conn->uses = 1;
+    event_assign(&conn->rev, c->base, fd, EV_READ | EV_PERSIST, on_conn_read, conn);
+    event_assign(&conn->wev, c->base, fd, EV_WRITE | EV_PERSIST, on_conn_write, conn);
+    evtimer_assign(&conn->idle_timer, c->base, on_idle_timer, conn);
+    if (!pool_put(conn)) {
+        conn_close(conn);
+        return;
+    }
+    conn->done_ms = 0; /* never used: its own close opens nothing */
 }
 
 static struct hn_conn *pool_take(struct hn_host *h)
@@ -465,9 +516,6 @@ static int resolve(struct hn_call *call)
     freeaddrinfo(res);
     return call->n_addrs ? 0 : EAI_NONAME;
 }
-
-static void on_conn_read(evutil_socket_t fd, short what, void *arg);
-static void on_conn_write(evutil_socket_t fd, short what, void *arg);
 
 static void arm_timer(struct hn_call *call)
 {

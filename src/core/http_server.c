@@ -1190,8 +1190,17 @@ bool qr_http_resp_write(struct qr_http_req *req, const void *data, size_t len)
                    QR_LF_S("request_id", req->id));
             len = (size_t) req->out_left;
         }
-        if (req->chunked_out)
-            evbuffer_add_printf(out, "%zx\r\n", len);
+        if (req->chunked_out) { /* the chunk-size line, "%zx\r\n" without printf per chunk */
+            char hex[2 * sizeof(size_t) + 2], *p = hex + sizeof(hex);
+            size_t v = len;
+            *--p = '\n';
+            *--p = '\r';
+            do {
+                *--p = "0123456789abcdef"[v & 15];
+                v >>= 4;
+            } while (v);
+            evbuffer_add(out, p, (size_t) (hex + sizeof(hex) - p));
+        }
         evbuffer_add(out, data, len);
         if (req->chunked_out)
             evbuffer_add(out, "\r\n", 2);

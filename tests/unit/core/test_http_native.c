@@ -1108,6 +1108,31 @@ static void test_retry_on_stale_pooled_connection(void **state)
     rec_cleanup(&b);
 }
 
+/* An engine that closes the connection right after each response (llama-server after a stream):
+ * a standby connection is opened at once, and the next request goes out on it instead of waiting
+ * for a connect. */
+static void test_standby_after_close_following_response(void **state)
+{
+    struct fx *f = *state;
+    f->srv.on_request = h_hello_then_close;
+    for (int i = 1; i <= 2; i++) {
+        struct rec r;
+        rec_init(&r, f);
+        assert_int_equal(
+            start_call(f, &r, "GET", url_for(f, "/"), NULL, 0, (struct qr_slice){NULL, 0}, 2000),
+            QR_OK);
+        assert_true(run_until(f, &r.n_done, 1, 1500));
+        assert_int_equal(r.err, QR_OK);
+        assert_memory_equal(r.body.ptr, "hello world", 11);
+        assert_int_equal(f->srv.n_accepted, i); /* request i went out on connection i */
+        rec_cleanup(&r);
+        /* the close is noticed and the standby connected before any new request */
+        assert_true(run_until(f, &f->srv.n_accepted, i + 1, 1500));
+    }
+    assert_int_equal(f->srv.n_requests, 2);
+    assert_int_equal(qr_http_client_in_flight(f->client), 0);
+}
+
 static void h_hello_then_cut_head(struct tconn *tc)
 {
     if (tc->srv->n_requests == 1) {
@@ -1218,6 +1243,7 @@ int main(void)
         T(test_response_one_byte_at_a_time),
         T(test_head_and_204_keep_the_connection),
         T(test_retry_on_stale_pooled_connection),
+        T(test_standby_after_close_following_response),
         T(test_no_retry_after_a_response_byte),
         T(test_curl_only_switch),
     };

@@ -571,6 +571,33 @@ static void test_chunked_stream_incremental(void **state)
     cli_close(&c);
 }
 
+/* The chunk-size line is lowercase hex without leading zeros, as "%zx" writes it (now formatted
+ * by hand per chunk): 0x1a2b bytes, then 0xf0 and 0x10 bytes. */
+static void test_chunk_size_line_hex(void **state)
+{
+    start_server();
+    struct cli c;
+    cli_connect(&c);
+    cli_send(&c, "GET /stream HTTP/1.1\r\n\r\n");
+    uint64_t end = mono_ms() + 1000;
+    while (!strstr(c.buf ? c.buf : "", "5\r\npart1\r\n") && mono_ms() < end)
+        cli_fill(&c, 50);
+    assert_non_null(g.held);
+    static char big[0x1a2b];
+    memset(big, 'x', sizeof(big));
+    assert_true(qr_http_resp_write(g.held, big, sizeof(big)));
+    assert_true(qr_http_resp_write(g.held, big, 0xf0));
+    assert_true(qr_http_resp_write(g.held, big, 0x10));
+    qr_http_resp_end(g.held);
+    g.held = NULL;
+    while (!strstr(c.buf, "\r\n0\r\n\r\n") && mono_ms() < end)
+        cli_fill(&c, 50);
+    assert_non_null(strstr(c.buf, "part1\r\n1a2b\r\nxxx"));
+    assert_non_null(strstr(c.buf, "xx\r\nf0\r\nxxx"));
+    assert_non_null(strstr(c.buf, "xx\r\n10\r\nxxxxxxxxxxxxxxxx\r\n0\r\n\r\n"));
+    cli_close(&c);
+}
+
 static void test_http10_close_delimited_stream(void **state)
 {
     start_server();
@@ -1013,6 +1040,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keepalive_two_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelining_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked_stream_incremental, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_size_line_hex, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http10_close_delimited_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_400_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_framing_errors, setup, teardown),
