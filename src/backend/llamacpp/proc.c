@@ -31,6 +31,8 @@
 
 #define DEF_LOAD_TIMEOUT_MS 120000u
 #define DEF_HEALTH_MS       50u
+#define FAST_HEALTH_MS      10u   /* default polling for the first FAST_HEALTH_FOR_MS of a load */
+#define FAST_HEALTH_FOR_MS  1000u /* (small models are ready in ~0.1 s: 50 ms polls cost 25 ms) */
 #define MIN_HEALTH_MS       10u
 #define DEF_STOP_GRACE_MS   5000u
 #define DEF_RING_BYTES      (64u * 1024u)
@@ -71,6 +73,8 @@ struct qr_llama_proc {
     size_t n_args;
     struct qr_llama_restart rs;
     uint32_t load_timeout_ms, health_ms, grace_ms;
+    bool health_fast; /* default interval: poll every FAST_HEALTH_MS at first */
+    bool polling_fast;
     uint32_t live_ms, live_timeout_ms, live_failures_max;
     qr_llama_proc_state_fn on_state;
     void *arg;
@@ -582,6 +586,11 @@ static void on_health_tick(evutil_socket_t fd, short what, void *arg)
     if (p->pid <= 0 || p->hung)
         return;
     bool live = p->state == QR_LLAMA_PROC_READY;
+    if (!live && p->polling_fast && mono_ms() - p->spawned_ms >= FAST_HEALTH_FOR_MS) {
+        p->polling_fast = false; /* a slow load: back to the normal interval */
+        struct timeval hv = tv_ms(p->health_ms);
+        evtimer_add(p->health_timer, &hv);
+    }
     if (p->health_call)
         return; /* the probe in flight reports through its own timeout */
     char url[64], auth[48];
@@ -665,7 +674,9 @@ static enum qr_err spawn_child(struct qr_llama_proc *p, struct qr_diag *diag)
     p->spawned_ms = mono_ms();
     p->stats.ready_after_ms = -1;
     p->stats.spawns++;
-    struct timeval hv = tv_ms(p->health_ms), lv = tv_ms(p->load_timeout_ms);
+    p->polling_fast = p->health_fast;
+    struct timeval hv = tv_ms(p->polling_fast ? FAST_HEALTH_MS : p->health_ms),
+                   lv = tv_ms(p->load_timeout_ms);
     evtimer_add(p->health_timer, &hv);
     evtimer_add(p->deadline_timer, &lv);
     return QR_OK;
@@ -966,6 +977,7 @@ enum qr_err qr_llama_proc_new(struct qr_llama_sup *s, const struct qr_llama_proc
         p->rs.window_ms = DEF_WINDOW_MS;
     p->load_timeout_ms = o->load_timeout_ms ? o->load_timeout_ms : DEF_LOAD_TIMEOUT_MS;
     p->health_ms = o->health_interval_ms ? o->health_interval_ms : DEF_HEALTH_MS;
+    p->health_fast = !o->health_interval_ms;
     if (p->health_ms < MIN_HEALTH_MS)
         p->health_ms = MIN_HEALTH_MS;
     p->grace_ms = o->stop_grace_ms ? o->stop_grace_ms : DEF_STOP_GRACE_MS;

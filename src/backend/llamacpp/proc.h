@@ -94,7 +94,8 @@ struct qr_llama_proc_opts {
     struct qr_llama_plan plan;
     struct qr_llama_restart restart;
     uint32_t load_timeout_ms;    /* spawn -> READY bound (default 120000) */
-    uint32_t health_interval_ms; /* /health poll period while starting (default 50, min 10) */
+    uint32_t health_interval_ms; /* /health poll period while starting (default: 10 for the first
+                                    second, then 50; min 10) */
     uint32_t stop_grace_ms;      /* SIGTERM -> SIGKILL (default 5000) */
     /* Liveness while READY: GET /health every liveness_interval_ms (default 5000, min 10), each
      * bounded by liveness_timeout_ms (default 5000); liveness_failures (default 3) failed probes
