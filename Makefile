@@ -33,13 +33,13 @@ setup:
 	@scripts/setup
 
 # The demo models (generated, never downloaded): the deterministic scripted chat model with its
-# draft model (tests/fixtures/SCRIPT.md) and a small embedding model, in DEMO_MODELS, which `make
+# draft model (tests/fixtures/SCRIPT.md), a small embedding model and a small reranker, in DEMO_MODELS, which `make
 # run` serves as the models directory (their builtin manifests: data/models/).
 DEMO_MODELS ?= build/demo-models
 demo-models: release
 	@mkdir -p $(DEMO_MODELS)
 	@build/release/tests/fixtures/qr-gen-scripted $(DEMO_MODELS) >/dev/null
-	@build/release/tests/fixtures/qr-gen-fixtures $(DEMO_MODELS) bert-embed-tiny.gguf >/dev/null
+	@build/release/tests/fixtures/qr-gen-fixtures $(DEMO_MODELS) bert-embed-tiny.gguf bert-rerank-tiny.gguf >/dev/null
 	@echo "demo models in $(DEMO_MODELS): $$(cd $(DEMO_MODELS) && ls *.gguf | tr '\n' ' ')"
 
 # The Runtime runs llama-server itself (backend=llama.cpp, docs/LLAMACPP.md): the demo models load
