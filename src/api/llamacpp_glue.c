@@ -25,6 +25,7 @@
 #include "core/http_server.h"
 #include "core/log.h"
 #include "host/cpu.h"
+#include "router/router.h"
 #include "registry/registry.h"
 #include "store/store.h"
 
@@ -37,11 +38,26 @@ struct resolved {
     char draft[PATH_MAX];
 };
 
+#define MAX_REFUTED 64u /* models with engine evidence against a capability, kept for the router   \
+                         */
+
+/* The newest /props evidence of one model on one engine version that refutes keys. */
+struct refuted_rec {
+    char model[256];
+    char artifact[PATH_MAX]; /* the artifact key it was observed on */
+    char engine[64];
+    struct qr_cap_set keys;
+    char detail[256];
+};
+
 struct qr_llamacpp_glue {
     struct qr_app *app;     /* borrowed */
     struct qr_store *store; /* owned; NULL when the evidence store could not be opened */
     struct resolved slots[RESOLVE_SLOTS];
     unsigned next_slot;
+    struct refuted_rec refuted[MAX_REFUTED];
+    size_t n_refuted;
+    struct qr_route_refuted route[MAX_REFUTED]; /* what the last qr_api_llamacpp_refuted gave */
 };
 
 /* ---- the resolver over the registry ---- */
@@ -247,6 +263,99 @@ bool qr_api_llamacpp_artifact_key(struct qr_app *app, const char *model, char *o
     return true;
 }
 
+/* ---- engine evidence for the router ---- */
+
+/* Record (or clear) what one observation refutes: no tool syntax -> tools.calling and
+ * tools.streaming; no vision / audio modality -> multimodal.vision / .audio. The newest
+ * observation of a model on an engine version replaces the older one (also for another file). */
+static void note_refuted(struct qr_llamacpp_glue *g, const char *model, const char *artifact,
+                         const char *engine, bool tools, bool vision, bool audio)
+{
+    struct qr_cap_set keys = QR_CAP_SET_EMPTY;
+    char what[160] = "";
+    if (!tools) {
+        qr_cap_set_add(&keys, QR_CAP_TOOLS_CALLING);
+        qr_cap_set_add(&keys, QR_CAP_TOOLS_STREAMING);
+        strcat(what, "chat_template_caps.supports_tools false");
+    }
+    if (!vision) {
+        qr_cap_set_add(&keys, QR_CAP_VISION);
+        strcat(what, what[0] ? ", modalities.vision false" : "modalities.vision false");
+    }
+    if (!audio) {
+        qr_cap_set_add(&keys, QR_CAP_AUDIO);
+        strcat(what, what[0] ? ", modalities.audio false" : "modalities.audio false");
+    }
+    size_t i = 0;
+    while (i < g->n_refuted &&
+           (strcmp(g->refuted[i].model, model) || strcmp(g->refuted[i].engine, engine)))
+        i++;
+    if (qr_cap_set_empty(keys)) {
+        if (i < g->n_refuted)
+            g->refuted[i] = g->refuted[--g->n_refuted];
+        return;
+    }
+    if (i == g->n_refuted) {
+        if (g->n_refuted == MAX_REFUTED)
+            return; /* the adapter's own admission still refuses what /props refutes */
+        g->n_refuted++;
+    }
+    struct refuted_rec *r = &g->refuted[i];
+    snprintf(r->model, sizeof r->model, "%s", model);
+    snprintf(r->artifact, sizeof r->artifact, "%s", artifact);
+    snprintf(r->engine, sizeof r->engine, "%s", engine);
+    r->keys = keys;
+    snprintf(r->detail, sizeof r->detail, "engine /props (%s): %s", engine, what);
+}
+
+/* At start: the newest evidence per model, artifact and engine version from the store. */
+static void load_refuted(struct qr_llamacpp_glue *g)
+{
+    if (!g->store)
+        return;
+    struct qr_arena a;
+    qr_arena_init(&a, 4u << 20);
+    struct qr_store_evidence *rows = NULL;
+    size_t n = 0;
+    struct qr_store_filter f = {.backend_id = "llama.cpp"};
+    struct qr_diag d = {{0}};
+    if (qr_store_evidence_latest(g->store, &f, &a, &rows, &n, &d) == QR_OK) {
+        /* newest first: note oldest first so that the newest per (model, engine) stays */
+        for (size_t i = n; i-- > 0;)
+            note_refuted(g, rows[i].model, rows[i].artifact, rows[i].engine_version,
+                         rows[i].supports_tools, rows[i].vision, rows[i].audio);
+    }
+    qr_arena_cleanup(&a);
+}
+
+const struct qr_route_refuted *qr_api_llamacpp_refuted(struct qr_app *app, size_t *n)
+{
+    struct qr_llamacpp_glue *g = app->llama;
+    *n = 0;
+    if (!g)
+        return NULL;
+    const struct qr_registry *reg = app->catalog ? app->catalog->registry : NULL;
+    for (size_t i = 0; i < g->n_refuted; i++) {
+        const struct refuted_rec *r = &g->refuted[i];
+        const struct qr_reg_model *m = reg ? qr_registry_find(reg, r->model) : NULL;
+        const struct qr_manifest_artifact *a = m ? main_artifact(m) : NULL;
+        char path[PATH_MAX], key[PATH_MAX];
+        if (!a || !artifact_file(app, m, a, path))
+            continue;
+        artifact_key(m, path, key, sizeof key);
+        if (strcmp(key, r->artifact))
+            continue; /* observed on another file than the one registered now */
+        g->route[(*n)++] = (struct qr_route_refuted){
+            .backend_id = qr_backend_llamacpp.id,
+            .model_id = m->m->id,
+            .engine_version = r->engine,
+            .keys = r->keys,
+            .detail = r->detail,
+        };
+    }
+    return g->route;
+}
+
 struct qr_store *qr_api_llamacpp_store(struct qr_app *app)
 {
     return app->llama ? app->llama->store : NULL;
@@ -255,11 +364,14 @@ struct qr_store *qr_api_llamacpp_store(struct qr_app *app)
 static void on_evidence(void *arg, const struct qr_llamacpp_observed *o)
 {
     struct qr_llamacpp_glue *g = arg;
-    if (!g->store)
-        return;
     const struct qr_registry *reg = g->app->catalog ? g->app->catalog->registry : NULL;
     char key[PATH_MAX];
     artifact_key(reg ? qr_registry_find(reg, o->model) : NULL, o->gguf_path, key, sizeof key);
+    const struct qr_llamacpp_props *p = o->props;
+    note_refuted(g, o->model, key, o->engine_version ? o->engine_version : "",
+                 p->caps[QR_LLAMACPP_TCAP_TOOLS], p->vision, p->audio);
+    if (!g->store)
+        return;
     /* every observed fact, in the shape /v1/loaded shows it */
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *root = doc ? yyjson_mut_obj(doc) : NULL;
@@ -267,7 +379,6 @@ static void on_evidence(void *arg, const struct qr_llamacpp_observed *o)
     if (root && qr_llamacpp_props_json(doc, root, o->props))
         facts = yyjson_mut_val_write(yyjson_mut_obj_get(root, "engine"), 0, NULL);
     yyjson_mut_doc_free(doc);
-    const struct qr_llamacpp_props *p = o->props;
     struct qr_store_evidence rec = {
         .backend_id = "llama.cpp",
         .model = o->model,
@@ -369,6 +480,7 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
     app->llama = g;
     const struct qr_config *cfg = app->cfg;
     open_store(g, cfg->state_dir);
+    load_refuted(g);
     char prefix[PATH_MAX];
     find_prefix(prefix);
     /* Threads: the configured count, else the physical cores this process may use (affinity and

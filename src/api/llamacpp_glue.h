@@ -40,6 +40,7 @@ struct yyjson_mut_doc;
 struct yyjson_mut_val;
 struct qr_store;
 struct qr_reg_model;
+struct qr_route_refuted;
 
 /* The evidence store backend=llama.cpp records crashes and /props evidence in (borrowed); NULL
  * when it could not be opened or llama.cpp is not the backend. */
@@ -49,6 +50,13 @@ struct qr_store *qr_api_llamacpp_store(struct qr_app *app);
  * artifact's discovered "sha256:<hex>", else its resolved path) into out (cap bytes). false when
  * the model does not resolve to a file on disk. */
 bool qr_api_llamacpp_artifact_key(struct qr_app *app, const char *model, char *out, size_t cap);
+
+/* The engine evidence against capabilities the router weighs (struct qr_route_refuted): the
+ * newest /props observation per model and engine version that refutes keys (no tool syntax, no
+ * vision or audio modality), only where it was observed on the artifact registered now. Kept in
+ * memory, updated on every observation, loaded from the store at start. Valid until the next
+ * call; NULL with *n 0 when none. */
+const struct qr_route_refuted *qr_api_llamacpp_refuted(struct qr_app *app, size_t *n);
 
 /* /v1/backends for backend=llama.cpp (llamacpp_native.c): add "engine" {path, source, version,
  * build, commit, names} (null when none was found) and "ledger" {entry_id, status, [reason],

@@ -245,6 +245,9 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
     const char *hw = app->cfg->hardware_class;
     env->hardware_class = hw && hw[0] ? hw : NULL;
     env->opts.experimental_gate = app->cfg->policy_experimental;
+    /* what the managed engine itself reported it cannot do (llama.cpp /props) */
+    if (app->llama)
+        env->refuted = qr_api_llamacpp_refuted(app, &env->n_refuted);
 }
 
 /* Send a rendered route document; refusals get the Runtime error shape's request_id. */

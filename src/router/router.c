@@ -304,6 +304,25 @@ static void gather(const struct ctx *c, const struct qr_route_backend *b,
                 qr_cap_evidence_verify(ev, (enum qr_cap_key) k, detail);
         }
     }
+    /* the engine's own word against a key wins over a verification (fail closed); among several,
+     * the smallest detail, for the same reason as above */
+    bool refuted[QR_CAP__COUNT] = {false};
+    for (size_t i = 0; i < c->env->n_refuted; i++) {
+        const struct qr_route_refuted *x = &c->env->refuted[i];
+        if (!streq(x->backend_id, b->desc->id) || !streq(x->model_id, c->facts->id) ||
+            !has_version(b, x->engine_version))
+            continue;
+        const char *detail = x->detail ? x->detail : "engine evidence";
+        for (int k = 0; k < QR_CAP__COUNT; k++) {
+            const struct qr_cap_claim *had = &ev->claims[QR_CAP_SRC_CONFORMANCE][k];
+            if (!qr_cap_set_has(x->keys, (enum qr_cap_key) k) ||
+                (refuted[k] && strcmp(detail, had->detail ? had->detail : "") >= 0))
+                continue;
+            qr_cap_evidence_set(ev, QR_CAP_SRC_CONFORMANCE, (enum qr_cap_key) k, QR_CAP_UNSUPPORTED,
+                                detail);
+            refuted[k] = true;
+        }
+    }
 }
 
 /* Ledger blocks on every required key; the first hit per key is kept in hits[key]. */
@@ -544,7 +563,8 @@ static enum qr_err setup(struct ctx *c, const struct qr_router_env *env,
                          const struct qr_route_query *q, struct qr_route_plan *out,
                          struct qr_diag *diag)
 {
-    if (env->n_backends > QR_ROUTE_MAX_BACKENDS || env->n_verified > QR_ROUTE_MAX_VERIFIED)
+    if (env->n_backends > QR_ROUTE_MAX_BACKENDS || env->n_verified > QR_ROUTE_MAX_VERIFIED ||
+        env->n_refuted > QR_ROUTE_MAX_REFUTED)
         return qr_diag_set(diag, QR_ERR_TOO_LARGE, "router input above its caps");
     for (size_t i = 0; i < env->n_backends; i++) {
         if (!env->backends[i].desc)

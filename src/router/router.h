@@ -62,6 +62,7 @@ struct qr_request;
 #define QR_ROUTE_API_VERSION  "v1alpha1"
 #define QR_ROUTE_MAX_BACKENDS 256u  /* backends one plan considers (more: QR_ERR_TOO_LARGE) */
 #define QR_ROUTE_MAX_VERIFIED 4096u /* conformance records */
+#define QR_ROUTE_MAX_REFUTED  4096u /* engine evidence records */
 #define QR_ROUTE_MAX_CONDS    16u   /* ledger conditions from the request + one backend's launch */
 
 /* ---- inputs ---- */
@@ -108,6 +109,20 @@ struct qr_route_verified {
     const char *detail;     /* e.g. a conformance run id; NULL -> "conformance run" */
 };
 
+/* Engine evidence that refutes keys: the engine itself reported, for exactly this backend id,
+ * canonical model and engine version (and the artifact now registered: the caller filters), that
+ * it cannot serve them (llama.cpp /props: a chat template without tool syntax, no vision
+ * modality). Evaluated as a failed conformance claim (rule 4: unsupported, whatever the manifest
+ * or descriptor say), so a request needing the key is planned elsewhere or refused before any
+ * engine is asked. Borrowed. */
+struct qr_route_refuted {
+    const char *backend_id;
+    const char *model_id; /* canonical id */
+    const char *engine_version;
+    struct qr_cap_set keys;
+    const char *detail; /* e.g. "engine /props (0.7.0): chat_template_caps.supports_tools false" */
+};
+
 struct qr_router_opts {
     bool strict;            /* verified-only (every required key verified) and no fallback */
     bool allow_fallback;    /* policy/profile permits another backend of the same model */
@@ -125,6 +140,8 @@ struct qr_router_env {
     const struct qr_ledger *ledger;
     const struct qr_route_verified *verified;
     size_t n_verified;
+    const struct qr_route_refuted *refuted;
+    size_t n_refuted;
     struct qr_router_opts opts;
 };
 

@@ -457,6 +457,50 @@ static void test_ledger_block_tested_alternative(void **state)
     f->env.n_verified = 0;
 }
 
+/* Engine evidence refuting a key on one candidate: it is rejected as by a failed conformance run
+ * (whatever the descriptor or a verification says) and another backend of the same model serves;
+ * a record for another engine version or model does nothing. */
+static void test_engine_evidence_refutes(void **state)
+{
+    struct fx *f = *state;
+    struct qr_route_plan p;
+    struct qr_cap_set req = caps("inference.text", NULL);
+    assert_int_equal(plan(f, "llama3:8b", req, 0, &p), QR_OK);
+    assert_string_equal(p.backend_id, "lc1");
+    qr_route_plan_cleanup(&p);
+
+    struct qr_route_refuted x[] = {
+        {"lc1", "llama3-8b", "0.6.0", req, "engine /props (0.6.0): old"},     /* other version */
+        {"lc1", "other-model", "0.7.0", req, "engine /props (0.7.0): other"}, /* other model */
+    };
+    f->env.refuted = x;
+    f->env.n_refuted = 2;
+    assert_int_equal(plan(f, "llama3:8b", req, 0, &p), QR_OK);
+    assert_string_equal(p.backend_id, "lc1");
+    qr_route_plan_cleanup(&p);
+
+    x[1].model_id = "llama3-8b";
+    x[1].detail = "engine /props (0.7.0): chat_template_caps says no";
+    struct qr_route_verified v = {"lc1", "llama3-8b", NULL, "0.7.0", "linux-cpu", req, "conf-9"};
+    f->env.verified = &v;
+    f->env.n_verified = 1;
+    assert_int_equal(plan(f, "llama3:8b", req, 0, &p), QR_OK);
+    assert_string_not_equal(p.backend_id, "lc1"); /* another backend of the same model */
+    assert_string_equal(p.canonical_model_id, "llama3-8b");
+    assert_true(p.fallback.used);
+    const struct qr_route_candidate *c = cand(&p, "lc1", "models:llama3-8b.gguf");
+    assert_int_equal(c->reason, QR_ROUTE_REJ_CAPABILITY);
+    assert_true(qr_cap_set_has(c->missing, QR_CAP_INFERENCE_TEXT));
+    char *js = json(&p);
+    assert_non_null(strstr(js, "engine /props (0.7.0): chat_template_caps says no"));
+    free(js);
+    qr_route_plan_cleanup(&p);
+    f->env.verified = NULL;
+    f->env.n_verified = 0;
+    f->env.refuted = NULL;
+    f->env.n_refuted = 0;
+}
+
 /* A policy block: context.override required where the matched policy does not support it. */
 static void test_policy_block(void **state)
 {
@@ -841,6 +885,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backend_state_health_uri, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_block_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ledger_block_tested_alternative, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_evidence_refutes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_policy_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_policy_strips_unverified_knobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_context_admission, setup, teardown),
