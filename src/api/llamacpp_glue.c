@@ -38,8 +38,8 @@ struct resolved {
     char draft[PATH_MAX];
 };
 
-#define MAX_REFUTED 64u /* models with engine evidence against a capability, kept for the router   \
-                         */
+/* models with engine evidence against a capability, kept for the router */
+#define MAX_REFUTED 64u
 
 /* The newest /props evidence of one model on one engine version that refutes keys. */
 struct refuted_rec {
