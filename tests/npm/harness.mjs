@@ -8,6 +8,7 @@
 //   QR_TEST_CASES   tests/cases of the source tree (default: ../cases next to this file)
 import {spawn} from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
@@ -136,6 +137,51 @@ class Child {
       return `${this.tag} exited 0 but its log has a sanitizer report:\n${log.slice(-4000)}`;
     }
     return null;
+  }
+}
+
+/** A free loopback port right now (another process may still take it before it is used). */
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const {port} = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A plain llama-server this suite starts itself, NOT managed by the Runtime: an external
+ * OpenAI-compatible engine (`backend=openai` fronts it). `args` are the engine's flags besides
+ * --host/--port; the API key travels in LLAMA_API_KEY as the Runtime passes it. Ready once
+ * /health answers 200.
+ */
+export class LlamaServer extends Child {
+  constructor(bin, port, args, apiKey) {
+    const env = {};
+    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('LLAMA_')) env[k] = v;
+    env.LLAMA_API_KEY = apiKey;
+    super('llama-server', [bin, ...args, '--host', '127.0.0.1', '--port', String(port)], env);
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  async start() {
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    while (Date.now() < deadline) {
+      if (this.exited) throw new Error(`llama-server exited early (${JSON.stringify(this.exited)}); log:\n${this.log()}`);
+      try {
+        const r = await fetch(`${this.url}/health`, {signal: AbortSignal.timeout(1000)});
+        if (r.status === 200) return this;
+      } catch {
+        /* not listening yet */
+      }
+      await sleep(20);
+    }
+    this.proc.kill('SIGKILL');
+    throw new Error(`llama-server not healthy within ${START_TIMEOUT_MS} ms; log:\n${this.log()}`);
   }
 }
 
