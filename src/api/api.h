@@ -100,6 +100,8 @@ void qr_api_deployment_profiles(struct qr_app *app, struct qr_http_req *req);
 void qr_api_admission(struct qr_app *app, struct qr_http_req *req);
 /* GET /v1/loaded: the loaded llama.cpp processes, else an empty list (llamacpp_native.c). */
 void qr_api_loaded(struct qr_app *app, struct qr_http_req *req);
+/* GET /v1/host: the host profile and limits, discovered fresh (host/profile.h). */
+void qr_api_host(struct qr_app *app, struct qr_http_req *req);
 
 /* Build app->desc from the adapter's describe() (logged when invalid; app->desc stays NULL). */
 void qr_api_descriptor_init(struct qr_app *app);

@@ -42,6 +42,7 @@ static const struct route routes[] = {
     {"/v1/upstreams", "GET", 0, qr_api_upstreams},
     {"/v1/deployment-profiles", "GET", 0, qr_api_deployment_profiles},
     {"/v1/admission", "POST", 0, qr_api_admission},
+    {"/v1/host", "GET", 0, qr_api_host},
 };
 
 static bool route_matches(const struct route *r, const char *path)

@@ -28,6 +28,7 @@ static int cmd_version(int argc, char **argv);
 static int cmd_check_config(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 int qr_cli_inspect(int argc, char **argv); /* src/cli/inspect.c */
+int qr_cli_host(int argc, char **argv);    /* src/cli/host.c */
 
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
@@ -40,6 +41,9 @@ static const struct command commands[] = {
      "      config.json or the directory holding it)\n"
      "      ENGINE (llama-server's flags and defaults): --parallel N, --kv-unified|--no-kv-unified,"
      " --batch N, --ubatch N, --flash-attn on|off, --non-causal"},
+    {"host", qr_cli_host, "host [--json]",
+     "print the host profile and limits: CPUs, physical cores, NUMA, memory, storage,\n"
+     "      accelerators, affinity, cgroup cpuset/quota/memory, virtualization (GET /v1/host)"},
     {"help", cmd_help, "help", "show this help"},
 };
 

@@ -9,9 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Read a small text file into buf (NUL-terminated, trailing whitespace cut). False when it cannot
- * be read or is empty. */
-static bool read_small(const char *path, char *buf, size_t cap)
+bool qr_host_read_file(const char *path, char *buf, size_t cap)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -27,7 +25,7 @@ static bool read_small(const char *path, char *buf, size_t cap)
 static bool read_i64(const char *path, int64_t *out)
 {
     char buf[64];
-    if (!read_small(path, buf, sizeof buf))
+    if (!qr_host_read_file(path, buf, sizeof buf))
         return false;
     char *end;
     errno = 0;
@@ -127,7 +125,7 @@ static bool quota_v2(const struct qr_host_roots *r, double *cores)
     for (;;) {
         char path[PATH_MAX + 64], buf[128];
         snprintf(path, sizeof path, "%s%s/cpu.max", r->cgroup, rel);
-        if (read_small(path, buf, sizeof buf)) {
+        if (qr_host_read_file(path, buf, sizeof buf)) {
             any = true;
             char q[32];
             long long period = 0;

@@ -33,6 +33,10 @@ struct qr_host_roots {
     const char *cgroup;
 };
 
+/* Read a small text file into buf (NUL-terminated, trailing whitespace cut). False when it cannot
+ * be read or is empty. */
+bool qr_host_read_file(const char *path, char *buf, size_t cap);
+
 /* Discover the CPU facts. `allowed` is the affinity as a list of CPU numbers (NULL = ask the
  * kernel with sched_getaffinity); tests pass their own. Never fails for missing files (the fact is
  * unknown); QR_ERR_INVALID only for bad arguments. */

@@ -1,0 +1,90 @@
+/* Host discovery through the real binary: GET /v1/host answers the predecessor's document with
+ * this process's CPUs, and `quantum-runtime host --json` under `taskset -c 0` reports one
+ * effective CPU and one physical core allowed (the restriction is seen, and the host profile's own
+ * counts stay the host's, so the profile is still valid). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <yyjson.h>
+
+#include "harness.h"
+
+static void test_v1_host(void **state)
+{
+    (void) state;
+    struct qr_child d;
+    qr_t_daemon_start(&d, 0, NULL);
+    struct qr_t_resp r;
+    qr_t_request("GET", d.port, "/v1/host", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *doc = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(doc);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "host_schema")),
+                        "quantum.runtime/host-profile/v1alpha1");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "limits_schema")),
+                        "quantum.runtime/host-limits/v1alpha1");
+    yyjson_val *cpu = yyjson_obj_get(yyjson_obj_get(root, "host"), "cpu");
+    uint64_t logical = yyjson_get_uint(yyjson_obj_get(cpu, "logical_cores"));
+    uint64_t physical = yyjson_get_uint(yyjson_obj_get(cpu, "physical_cores"));
+    assert_true(physical >= 1 && physical <= logical);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    yyjson_val *lim = yyjson_obj_get(root, "limits");
+    uint64_t eff = yyjson_get_uint(yyjson_obj_get(lim, "effective_logical_cpus"));
+    assert_true(eff >= 1 && eff <= (uint64_t) CPU_COUNT(&set));
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(lim, "affinity_logical_cpus")),
+                     (uint64_t) CPU_COUNT(&set));
+    assert_false(yyjson_get_bool(yyjson_obj_get(root, "calibrated")));
+    yyjson_doc_free(doc);
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+}
+
+static void test_cli_under_taskset(void **state)
+{
+    (void) state;
+    char *out = NULL;
+    char *taskset = access("/usr/bin/taskset", X_OK) == 0 ? "/usr/bin/taskset"
+                    : access("/bin/taskset", X_OK) == 0   ? "/bin/taskset"
+                                                          : NULL;
+    if (!taskset)
+        skip(); /* no taskset (util-linux) here */
+    char *argv[] = {taskset, "-c", "0", QR_TEST_DAEMON, "host", "--json", NULL};
+    assert_int_equal(qr_t_run(argv, NULL, 10000, &out), 0);
+    yyjson_doc *doc = yyjson_read(out, strlen(out), 0);
+    assert_non_null(doc);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    yyjson_val *lim = yyjson_obj_get(root, "limits");
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(lim, "effective_logical_cpus")), 1);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(lim, "affinity_cpu_list")), "0");
+    assert_true(yyjson_get_uint(yyjson_obj_get(lim, "physical_cores_allowed")) <= 1);
+    /* the profile keeps the host's own counts: still valid under the restriction */
+    yyjson_val *cpu = yyjson_obj_get(yyjson_obj_get(root, "host"), "cpu");
+    assert_true(yyjson_get_uint(yyjson_obj_get(cpu, "physical_cores")) <=
+                yyjson_get_uint(yyjson_obj_get(cpu, "logical_cores")));
+    yyjson_doc_free(doc);
+    free(out);
+    char *bad[] = {QR_TEST_DAEMON, "host", "--bogus", NULL};
+    assert_int_equal(qr_t_run(bad, NULL, 10000, &out), 2);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_v1_host),
+        cmocka_unit_test(test_cli_under_taskset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
