@@ -52,7 +52,10 @@ void qr_catalog_free(struct qr_catalog *c);
 
 /* Join the models a backend listed (rows borrowed) to the registry: names the registry does not
  * resolve yet are reported with qr_registry_add_remote (conflicts are recorded there, and logged
- * once here). backend_id is the adapter's id; kind_ollama says the rows came from /api/tags. */
+ * once here), with the row's family as architecture and its context_length, so a model the
+ * registry creates for the name states them (/api/show model_info). A name the registry already
+ * resolves keeps what it was joined with. backend_id is the adapter's id; kind_ollama says the
+ * rows came from /api/tags. */
 void qr_catalog_join_backend(struct qr_catalog *c, const char *backend_id, bool kind_ollama,
                              const struct qr_backend_model *rows, size_t n);
 

@@ -555,6 +555,7 @@ static enum qr_err apply_plan(struct infer *in, const struct qr_route_plan *plan
     r->sampling = eff->sampling;
     r->max_tokens = eff->max_tokens;
     r->context_len = eff->context_len;
+    r->context_len_forward = eff->context_len.set; /* the policy forwards num_ctx */
     if (!eff->forward_stop) {
         r->stop = NULL;
         r->n_stop = 0;

@@ -189,8 +189,10 @@ static yyjson_mut_doc *show_doc(const struct qr_reg_model *m)
     if (total > 0)
         yyjson_mut_obj_add_uint(doc, info, "general.parameter_count", (uint64_t) (total * 1e9));
     yyjson_val *ctx = jget(ac, "context_length");
-    add_info_uint(doc, info, arch, "context_length",
-                  ctx ? ctx : jget(root, "model.context_window"));
+    /* a backend model's context_window is a placeholder unless its backend stated a length */
+    if (!ctx && m->source != QR_REG_BACKEND)
+        ctx = jget(root, "model.context_window");
+    add_info_uint(doc, info, arch, "context_length", ctx);
     add_info_uint(doc, info, arch, "embedding_length", jget(ac, "embedding_length"));
     yyjson_val *ex = jget(ac, "expert_count");
     add_info_uint(doc, info, arch, "expert_count", ex ? ex : jget(root, "model.experts.total"));

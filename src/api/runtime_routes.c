@@ -16,6 +16,7 @@
 #include "api/llamacpp_glue.h"
 #include "backend/backend.h"
 #include "backend/llamacpp/llamacpp.h"
+#include "backend/openai/openai.h"
 #include "capability/descriptor.h"
 #include "core/http_server.h"
 #include "core/log.h"
@@ -153,6 +154,8 @@ void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
         qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
         return;
     }
+    if (d && app->backend->vt == &qr_backend_openai) /* live: what was probed and chosen */
+        qr_openai_describe_dialect(app->backend, doc, bo);
     send_doc(req, doc);
 }
 

@@ -36,10 +36,36 @@ struct qr_dialect {
     bool think_start_inside;
     /* Model name to send upstream; NULL = the client's name unchanged. */
     const char *upstream_model;
+    /* OpenAI: the dialect profile (backend/openai/profile.h) these switches came from, for
+     * messages; NULL = none. */
+    const char *dialect_name;
+    /* OpenAI: sent when the client gave none (mlx_lm.server decodes greedily and stops at 512
+     * tokens otherwise, quirk 36); false / 0 = nothing added. */
+    bool default_temperature_set;
+    double default_temperature;
+    int64_t default_max_tokens;
+    /* OpenAI: operations the server does not offer, bits (1u << enum qr_op): refused with 422
+     * capability_unsupported before anything is sent. */
+    unsigned ops_unsupported;
     /* Caps: one SSE event / NDJSON line, and a whole non-streamed body. */
     size_t max_event_bytes; /* default 16 MiB */
     size_t max_body_bytes;  /* default 64 MiB */
+    /* Ollama: what the model's /api/show said about thinking, filled by the adapter (the codec
+     * does no I/O). think_known false: nothing known, the client's think goes as sent (Ollama
+     * validates it) and an unset one stays unset. Known: think is always sent -- unset means true
+     * on a thinking model and false otherwise, thinking asked of a model without the capability is
+     * refused (422), a level goes only when think_levels lists it (else true). */
+    bool think_known;
+    bool think_capable;    /* capabilities[] lists "thinking" */
+    unsigned think_levels; /* QR_THINK_LEVEL_* bits: thinking.values of /api/show */
+    /* Ollama: send the request's context_len as options.num_ctx (a model policy forwards it);
+     * otherwise it is an admission limit only and never reaches the engine (quirk 13). */
+    bool send_num_ctx;
 };
+
+#define QR_THINK_LEVEL_LOW    1u
+#define QR_THINK_LEVEL_MEDIUM 2u
+#define QR_THINK_LEVEL_HIGH   4u
 
 void qr_dialect_default(struct qr_dialect *d, enum qr_upstream_proto proto);
 

@@ -1,6 +1,6 @@
 /* Canonical requests over HTTP: one job = encode (backend/codec.h) -> one upstream call
  * (core/http_client.h) -> decode chunk by chunk into canonical events. Also qr_fetch, the small
- * bounded GET used for readiness probes and model lists. */
+ * bounded GET (or POST) used for readiness probes, model lists and model descriptions. */
 #include "backend/job.h"
 
 #include <stdlib.h>
@@ -242,8 +242,9 @@ struct qr_fetch {
     int status;
     struct qr_buf body;
     char *url;
+    char *req_body; /* POST: the request body (owned), NULL for GET */
     char auth[4200];
-    struct qr_http_header hdrs[3];
+    struct qr_http_header hdrs[4];
     bool too_large;
 };
 
@@ -260,6 +261,7 @@ static void fetch_free(struct qr_fetch *f)
 {
     qr_buf_cleanup(&f->body);
     free(f->url);
+    free(f->req_body);
     free(f);
 }
 
@@ -295,9 +297,10 @@ static void fetch_done(struct qr_http_call *call, enum qr_err err, const struct 
     fetch_free(f);
 }
 
-enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *path,
-                     const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
-                     void *arg)
+/* One bounded exchange: GET when body is NULL, else POST with a JSON body (copied). */
+static enum qr_err fetch_start(struct qr_backend *b, const char *base_url, const char *path,
+                               const char *api_key, const struct qr_slice *body,
+                               uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb, void *arg)
 {
     struct qr_fetch *f = calloc(1, sizeof(*f));
     if (!f)
@@ -307,8 +310,10 @@ enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *pat
     f->arg = arg;
     qr_buf_init(&f->body, max_body);
     f->url = join_url(base_url, path);
-    if (!f->url) {
-        free(f);
+    if (body && (f->req_body = malloc(body->len ? body->len : 1)) != NULL && body->len)
+        memcpy(f->req_body, body->ptr, body->len);
+    if (!f->url || (body && !f->req_body)) {
+        fetch_free(f);
         return QR_ERR_NOMEM;
     }
     static const char ua[] = "Quantum-Runtime/" QR_VERSION " readiness";
@@ -316,16 +321,20 @@ enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *pat
     f->hdrs[n++] =
         (struct qr_http_header){QR_SLICE_LIT("Accept"), QR_SLICE_LIT("application/json")};
     f->hdrs[n++] = (struct qr_http_header){QR_SLICE_LIT("User-Agent"), {ua, sizeof(ua) - 1}};
+    if (body)
+        f->hdrs[n++] =
+            (struct qr_http_header){QR_SLICE_LIT("Content-Type"), QR_SLICE_LIT("application/json")};
     if (api_key && api_key[0]) {
         int len = snprintf(f->auth, sizeof(f->auth), "Bearer %s", api_key);
         f->hdrs[n++] =
             (struct qr_http_header){QR_SLICE_LIT("Authorization"), {f->auth, (size_t) len}};
     }
     struct qr_http_call_opts opts = {
-        .method = "GET",
+        .method = body ? "POST" : "GET",
         .url = f->url,
         .headers = f->hdrs,
         .n_headers = n,
+        .body = {body ? f->req_body : "", body ? body->len : 0},
         .connect_timeout_ms = timeout_ms,
         .timeout_ms = timeout_ms,
         .on_response = fetch_response,
@@ -341,6 +350,20 @@ enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *pat
     f->next = b->fetches;
     b->fetches = f;
     return QR_OK;
+}
+
+enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *path,
+                     const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
+                     void *arg)
+{
+    return fetch_start(b, base_url, path, api_key, NULL, timeout_ms, max_body, cb, arg);
+}
+
+enum qr_err qr_fetch_post(struct qr_backend *b, const char *base_url, const char *path,
+                          const char *api_key, struct qr_slice body, uint32_t timeout_ms,
+                          size_t max_body, qr_fetch_fn cb, void *arg)
+{
+    return fetch_start(b, base_url, path, api_key, &body, timeout_ms, max_body, cb, arg);
 }
 
 void qr_fetch_cancel_all(struct qr_backend *b)

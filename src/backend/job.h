@@ -37,6 +37,11 @@ enum qr_err qr_fetch(struct qr_backend *b, const char *base_url, const char *pat
                      const char *api_key, uint32_t timeout_ms, size_t max_body, qr_fetch_fn cb,
                      void *arg);
 
+/* The same as a POST with a JSON body (copied), e.g. Ollama's POST /api/show. */
+enum qr_err qr_fetch_post(struct qr_backend *b, const char *base_url, const char *path,
+                          const char *api_key, struct qr_slice body, uint32_t timeout_ms,
+                          size_t max_body, qr_fetch_fn cb, void *arg);
+
 /* Readiness probe: GET base_url + path; any 2xx within timeout_ms is ready. */
 enum qr_err qr_fetch_probe(struct qr_backend *b, const char *base_url, const char *path,
                            const char *api_key, uint32_t timeout_ms, qr_backend_probe_fn cb,

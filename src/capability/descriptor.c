@@ -290,10 +290,21 @@ static enum qr_err parse_caps(yyjson_val *v, struct qr_cap_descriptor *out, stru
     return QR_OK;
 }
 
-enum top_member { T_CONTRACT, T_ID, T_KIND, T_VERSION, T_MODE, T_STATE, T_ENDPOINT, T_CAPS, T__N };
+enum top_member {
+    T_CONTRACT,
+    T_ID,
+    T_KIND,
+    T_VERSION,
+    T_MODE,
+    T_STATE,
+    T_ENDPOINT,
+    T_CAPS,
+    T_DIALECT, /* optional, informational: the OpenAI adapter's dialect profile (DIALECTS.md) */
+    T__N
+};
 static const char *const top_names[T__N] = {
-    "contract_version", "id",    "kind",     "adapter_version",
-    "execution_mode",   "state", "endpoint", "capabilities"};
+    "contract_version", "id",           "kind",   "adapter_version", "execution_mode", "state",
+    "endpoint",         "capabilities", "dialect"};
 
 static enum qr_err parse_member(enum top_member t, yyjson_val *val, struct qr_cap_descriptor *out,
                                 struct qr_diag *diag)
@@ -331,6 +342,8 @@ static enum qr_err parse_member(enum top_member t, yyjson_val *val, struct qr_ca
         return QR_OK;
     case T_CAPS:
         return parse_caps(val, out, diag);
+    case T_DIALECT:
+        return yyjson_is_obj(val) ? QR_OK : bad(diag, QR_ERR_INVALID, m, "must be an object");
     default:
         return bad(diag, QR_ERR_INTERNAL, m, "unhandled member");
     }
@@ -378,7 +391,7 @@ enum qr_err qr_cap_descriptor_parse(const char *json, size_t len, struct qr_diag
             goto fail;
     }
     for (int t = 0; t < T__N; t++) {
-        if (t != T_ENDPOINT && !(seen & (1u << t))) {
+        if (t != T_ENDPOINT && t != T_DIALECT && !(seen & (1u << t))) {
             err = bad(diag, QR_ERR_INVALID, top_names[t], "missing");
             goto fail;
         }

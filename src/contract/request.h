@@ -198,6 +198,8 @@ struct qr_request {
     size_t n_stop;
     struct qr_opt_i64 max_tokens;  /* num_predict / max_tokens / max_completion_tokens */
     struct qr_opt_i64 context_len; /* requested context (num_ctx): an admission limit */
+    bool context_len_forward;      /* a model policy sends context_len to the engine as its
+                                      context size (Ollama num_ctx); otherwise never sent */
     struct qr_keep_alive keep_alive;
     struct qr_opt_i64 n_choices; /* OpenAI n; only 1 is served */
 

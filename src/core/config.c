@@ -37,6 +37,8 @@ struct key_def {
 static const char *const backend_choices[] = {"ollama", "openai", "llama.cpp", NULL};
 static const char *const http_client_choices[] = {"native", "curl", NULL};
 static const char *const reasoning_choices[] = {"reasoning_content", "reasoning", NULL};
+static const char *const dialect_choices[] = {"auto",         "vllm",    "mlx-lm",
+                                              "llama-server", "generic", NULL};
 static const char *const log_format_choices[] = {"json", "text", NULL};
 static const char *const log_level_choices[] = {"debug", "info", "warn", "error", NULL};
 
@@ -68,6 +70,12 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                                        reasoning_choices, 0,
                                        "field the engine reads assistant reasoning from in "
                                        "history (vLLM >= 0.16 and MLX: reasoning)"},
+    [QR_CFG_OPENAI_DIALECT] = {"openai_dialect", "QUANTUM_RUNTIME_OPENAI_DIALECT", T_ENUM,
+                               OFF(openai_dialect), "auto", 0, 0, dialect_choices, 0,
+                               "dialect profile of the OpenAI-compatible engine (data/dialects): "
+                               "auto (probe /version, /props, /health), vllm, mlx-lm, "
+                               "llama-server or generic; an explicit openai_reasoning_field "
+                               "overrides its reasoning field"},
     [QR_CFG_HTTP_CLIENT] = {"http_client", "QUANTUM_RUNTIME_HTTP_CLIENT", T_ENUM, OFF(http_client),
                             "native", 0, 0, http_client_choices, 0,
                             "upstream HTTP client for http:// engines: native or curl (https:// "

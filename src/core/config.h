@@ -28,6 +28,7 @@ enum qr_config_key {
     QR_CFG_OPENAI_URL,
     QR_CFG_OPENAI_API_KEY,
     QR_CFG_OPENAI_REASONING_FIELD,
+    QR_CFG_OPENAI_DIALECT,
     QR_CFG_HTTP_CLIENT,
     QR_CFG_UPSTREAM_TIMEOUT,
     QR_CFG_MAX_REQUEST_BYTES,
@@ -68,7 +69,8 @@ struct qr_config {
     char *openai_url;
     char *openai_api_key; /* secret: sent to the OpenAI-compatible engine only */
     char *openai_reasoning_field;
-    char *http_client; /* "native" | "curl" */
+    char *openai_dialect; /* "auto" | "vllm" | "mlx-lm" | "llama-server" | "generic" */
+    char *http_client;    /* "native" | "curl" */
     uint64_t upstream_timeout_ms;
     uint64_t max_request_bytes;
     bool allow_model_mutation;

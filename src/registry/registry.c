@@ -74,6 +74,7 @@ static void model_free(struct qr_reg_model *m)
         free(m->remotes[i].backend);
         free(m->remotes[i].name);
         free(m->remotes[i].digest);
+        free(m->remotes[i].architecture);
     }
     free(m->remotes);
     free(m);
@@ -527,7 +528,7 @@ void qr_registry_join_file(struct qr_reg_model *m, const char *path, const char 
 }
 
 static void join_remote(struct qr_reg_model *m, const char *backend, const char *name,
-                        const char *digest)
+                        const char *digest, const struct qr_reg_remote_facts *facts)
 {
     for (size_t i = 0; i < m->n_remotes; i++) {
         if (!strcmp(m->remotes[i].backend, backend) && !strcmp(m->remotes[i].name, name))
@@ -538,6 +539,22 @@ static void join_remote(struct qr_reg_model *m, const char *backend, const char 
     x->backend = xstrdup(backend);
     x->name = xstrdup(name);
     x->digest = xstrdup(digest);
+    x->architecture = xstrdup(facts->architecture);
+    x->context_length = facts->context_length;
+}
+
+/* The facts worth keeping: a label-shaped architecture and a context length the manifest schema
+ * admits (architecture_contract.context_length: 1 to 1e8); anything else counts as not reported. */
+static void usable_facts(const struct qr_reg_remote_facts *in, struct qr_reg_remote_facts *out)
+{
+    out->architecture = NULL;
+    out->context_length = 0;
+    if (!in)
+        return;
+    if (in->architecture && qr_manifest_label_valid(in->architecture))
+        out->architecture = in->architecture;
+    if (in->context_length > 0 && in->context_length <= 100000000)
+        out->context_length = in->context_length;
 }
 
 /* ---- backend-reported models ----------------------------------------------------------------- */
@@ -590,14 +607,18 @@ static void remote_id(const char *backend, const char *key, char *out, size_t ca
 
 static enum qr_err create_remote(struct qr_registry *r, const char *backend, bool ollama,
                                  const char *name, const char *key, const char *digest,
-                                 struct qr_diag *diag, struct qr_reg_model **out);
+                                 const struct qr_reg_remote_facts *facts, struct qr_diag *diag,
+                                 struct qr_reg_model **out);
 
 enum qr_err qr_registry_add_remote(struct qr_registry *r, const char *backend_id, bool kind_ollama,
-                                   const char *name, const char *digest, struct qr_diag *diag,
+                                   const char *name, const char *digest,
+                                   const struct qr_reg_remote_facts *facts, struct qr_diag *diag,
                                    const struct qr_reg_model **out)
 {
     char key[QR_REG_KEY_MAX], dg[72] = "", origin[200];
     struct qr_reg_model *m = NULL;
+    struct qr_reg_remote_facts fx;
+    usable_facts(facts, &fx);
     if (out)
         *out = NULL;
     snprintf(origin, sizeof origin, "backend:%s", backend_id ? backend_id : "?");
@@ -655,20 +676,22 @@ enum qr_err qr_registry_add_remote(struct qr_registry *r, const char *backend_id
         }
     }
     if (!m) {
-        enum qr_err e = create_remote(r, backend_id, kind_ollama, name, key, dg, diag, &m);
+        enum qr_err e = create_remote(r, backend_id, kind_ollama, name, key, dg, &fx, diag, &m);
         if (e)
             return e;
     }
-    join_remote(m, backend_id, name, dg[0] ? dg : NULL);
+    join_remote(m, backend_id, name, dg[0] ? dg : NULL, &fx);
     if (out)
         *out = m;
     return QR_OK;
 }
 
-/* A new model for a name no manifest states: a generated manifest, validated like any other. */
+/* A new model for a name no manifest states: a generated manifest, validated like any other. What
+ * the backend reported (facts, already usable_facts) is stated; the rest is marked unknown. */
 static enum qr_err create_remote(struct qr_registry *r, const char *backend, bool ollama,
                                  const char *name, const char *key, const char *digest,
-                                 struct qr_diag *diag, struct qr_reg_model **out)
+                                 const struct qr_reg_remote_facts *facts, struct qr_diag *diag,
+                                 struct qr_reg_model **out)
 {
     char id[QR_MANIFEST_MAX_ID + 40], alias[QR_REG_KEY_MAX + 40], uri[QR_REG_KEY_MAX + 64];
     char origin[200], display[200];
@@ -715,13 +738,22 @@ static enum qr_err create_remote(struct qr_registry *r, const char *backend, boo
             yyjson_mut_obj_add_str(doc, ol, "digest", digest);
     }
     yyjson_mut_val *md = yyjson_mut_obj_add_obj(doc, root, "model");
-    yyjson_mut_obj_add_str(doc, md, "architecture", "unknown");
+    yyjson_mut_obj_add_str(doc, md, "architecture",
+                           facts->architecture ? facts->architecture : "unknown");
     yyjson_mut_obj_add_str(doc, md, "parameter_class", "unspecified");
     yyjson_mut_obj_add_str(doc, md, "quantization", "unspecified");
-    yyjson_mut_obj_add_uint(doc, md, "context_window", 2048); /* placeholder: backend-managed */
+    /* context_window is required: without a reported length it is a placeholder (2048), and no
+     * architecture_contract says otherwise (/api/show then states no context length) */
+    int64_t ctx = facts->context_length;
+    uint64_t window = ctx <= 0 ? 2048 : (uint64_t) ctx; /* the schema caps it at 10,000,000 */
+    yyjson_mut_obj_add_uint(doc, md, "context_window", window > 10000000 ? 10000000 : window);
     yyjson_mut_obj_add_str(doc, md, "architecture_class", "unknown");
     yyjson_mut_val *cp = yyjson_mut_obj_add_obj(doc, md, "context_policy");
     yyjson_mut_obj_add_bool(doc, cp, "backend_managed", true);
+    if (ctx > 0) {
+        yyjson_mut_val *ac = yyjson_mut_obj_add_obj(doc, md, "architecture_contract");
+        yyjson_mut_obj_add_uint(doc, ac, "context_length", (uint64_t) ctx);
+    }
     yyjson_mut_val *caps = yyjson_mut_obj_add_obj(doc, root, "capabilities");
     static const char *const CAPS[] = {"vision", "audio", "embeddings", "tools", "thinking"};
     yyjson_mut_obj_add_bool(doc, caps, "text", true);

@@ -63,9 +63,17 @@ struct qr_reg_file {
 
 /* A backend that reported this model. */
 struct qr_reg_remote {
-    char *backend; /* backend id ("ollama") */
-    char *name;    /* as reported ("llama3:latest") */
-    char *digest;  /* "sha256:<hex>" or NULL */
+    char *backend;          /* backend id ("ollama") */
+    char *name;             /* as reported ("llama3:latest") */
+    char *digest;           /* "sha256:<hex>" or NULL */
+    char *architecture;     /* the architecture label it reported (Ollama's family), or NULL */
+    int64_t context_length; /* the context length it reported (vLLM max_model_len), 0: none */
+};
+
+/* What a backend said about a model besides its name and digest (qr_registry_add_remote). */
+struct qr_reg_remote_facts {
+    const char *architecture; /* borrowed; NULL or "" when not reported; kept if a valid label */
+    int64_t context_length;   /* tokens; <= 0 when not reported; kept when at most 1e8 */
 };
 
 struct qr_reg_model {
@@ -133,12 +141,17 @@ enum qr_err qr_registry_resolve_uri(const char *models_dir, const char *uri, cha
  * the model whose manifest states the digest (artifact sha256 or ollama.digest) or, failing that,
  * whose manifest (never another discovery) has the name as id or alias; otherwise creates model
  * "<backend_id>.<name, sanitized>" with aliases "<backend_id>/<name>" and the bare name when free.
+ * facts (borrowed, may be NULL) are kept with the report (qr_reg_remote); a created model's
+ * manifest states them: model.architecture, and model.architecture_contract.context_length with
+ * model.context_window (capped at 1e7). Without a reported context length the created manifest's
+ * context_window is a 2048 placeholder and it has no architecture_contract.
  * QR_ERR_INVALID (recorded) for an unusable name or digest and for a conflict: the name already
  * reported or stated with another digest, a digest stated by two models, or a manifest's name
  * reported with another manifest's digest. *out (may be NULL) is
  * the model joined or created. */
 enum qr_err qr_registry_add_remote(struct qr_registry *r, const char *backend_id, bool kind_ollama,
-                                   const char *name, const char *digest, struct qr_diag *diag,
+                                   const char *name, const char *digest,
+                                   const struct qr_reg_remote_facts *facts, struct qr_diag *diag,
                                    const struct qr_reg_model **out);
 
 size_t qr_registry_count(const struct qr_registry *r);
@@ -178,7 +191,9 @@ void *qr_registry_list_json(const struct qr_registry *r);
 
 /* {"api_version","schema_version","requested_identifier","model":<full manifest>} for the model
  * identifier resolves to, plus "discovered": {"source", "origin",
- * "files":[{uri,sha256,size_bytes}], "backends":[{backend,name,digest}]} for what discovery joined.
+ * "files":[{uri,sha256,size_bytes}], "backends":[{backend,name,digest,architecture?,
+ * context_length?}]} for what discovery joined (architecture and context_length when the backend
+ * reported them).
  * QR_ERR_NOT_FOUND when the identifier resolves to nothing (or is empty). *out: a new
  * yyjson_mut_doc owned by the caller. */
 enum qr_err qr_registry_model_json(const struct qr_registry *r, const char *identifier, void **out);

@@ -78,6 +78,11 @@ static void add_discovered(yyjson_mut_doc *doc, yyjson_mut_val *root, const stru
             yyjson_mut_obj_add_strcpy(doc, b, "digest", m->remotes[i].digest);
         else
             yyjson_mut_obj_add_null(doc, b, "digest");
+        /* what else the backend reported, where a generated manifest's values came from */
+        if (m->remotes[i].architecture)
+            yyjson_mut_obj_add_strcpy(doc, b, "architecture", m->remotes[i].architecture);
+        if (m->remotes[i].context_length > 0)
+            yyjson_mut_obj_add_int(doc, b, "context_length", m->remotes[i].context_length);
     }
 }
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <yyjson.h>
@@ -90,16 +91,25 @@
 #define USAGE_ASK ",\"stream_options\":{\"include_usage\":true}"
 
 static struct qr_child up_vllm, up_mlx;
-static struct qr_child d_new; /* vLLM >= 0.16 and MLX: reasoning_field=reasoning */
-static struct qr_child d_old; /* vLLM <= 0.15: reasoning_field=reasoning_content */
-static struct qr_child d_mlx; /* mlx_lm.server, reasoning_field=reasoning */
+static struct qr_child d_new;  /* vLLM >= 0.16 and MLX: reasoning_field=reasoning */
+static struct qr_child d_old;  /* vLLM <= 0.15: reasoning_field=reasoning_content */
+static struct qr_child d_mlx;  /* mlx_lm.server, reasoning_field=reasoning, openai_dialect=mlx-lm */
+static struct qr_child d_auto; /* vLLM, nothing configured: the dialect and its era are probed */
 
-static void start_daemon(struct qr_child *d, uint16_t up_port, const char *field)
+/* field / dialect NULL: not configured (the profile's field; openai_dialect=auto). */
+static void start_daemon(struct qr_child *d, uint16_t up_port, const char *field,
+                         const char *dialect)
 {
-    char url[96], rf[96];
+    char url[96], rf[96], dl[96];
     snprintf(url, sizeof(url), "QUANTUM_RUNTIME_OPENAI_URL=http://127.0.0.1:%u", up_port);
-    snprintf(rf, sizeof(rf), "QUANTUM_RUNTIME_OPENAI_REASONING_FIELD=%s", field);
-    const char *const env[] = {"QUANTUM_RUNTIME_BACKEND=openai", url, rf, NULL};
+    snprintf(rf, sizeof(rf), "QUANTUM_RUNTIME_OPENAI_REASONING_FIELD=%s", field ? field : "");
+    snprintf(dl, sizeof(dl), "QUANTUM_RUNTIME_OPENAI_DIALECT=%s", dialect ? dialect : "");
+    const char *env[5] = {"QUANTUM_RUNTIME_BACKEND=openai", url, NULL, NULL, NULL};
+    size_t n = 2;
+    if (field)
+        env[n++] = rf;
+    if (dialect)
+        env[n++] = dl;
     qr_t_daemon_start(d, 0, env);
 }
 
@@ -108,9 +118,10 @@ static int setup(void **state)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     qr_t_replay_start_dir(&up_vllm, QR_TEST_CASES "/replay-vllm");
     qr_t_replay_start_dir(&up_mlx, QR_TEST_CASES "/replay-mlx");
-    start_daemon(&d_new, up_vllm.port, "reasoning");
-    start_daemon(&d_old, up_vllm.port, "reasoning_content");
-    start_daemon(&d_mlx, up_mlx.port, "reasoning");
+    start_daemon(&d_new, up_vllm.port, "reasoning", NULL);
+    start_daemon(&d_old, up_vllm.port, "reasoning_content", NULL);
+    start_daemon(&d_mlx, up_mlx.port, "reasoning", "mlx-lm");
+    start_daemon(&d_auto, up_vllm.port, NULL, NULL);
     return 0;
 }
 
@@ -119,6 +130,7 @@ static int teardown(void **state)
     assert_int_equal(qr_t_stop(&d_new, SIGTERM, 10000), 0);
     assert_int_equal(qr_t_stop(&d_old, SIGTERM, 10000), 0);
     assert_int_equal(qr_t_stop(&d_mlx, SIGTERM, 10000), 0);
+    assert_int_equal(qr_t_stop(&d_auto, SIGTERM, 10000), 0);
     assert_int_equal(qr_t_stop(&up_vllm, SIGTERM, 5000), 0);
     assert_int_equal(qr_t_stop(&up_mlx, SIGTERM, 5000), 0);
     curl_global_cleanup();
@@ -212,14 +224,18 @@ static char *client_body(const char *model, const char *marker, bool stream, con
                model, stream ? "true" : "false", marker, extra ? extra : "");
 }
 
+/* The mlx-lm profile's explicit defaults for what a client leaves unset (quirk 36). */
+#define MLX_DEFAULTS ",\"temperature\":0.8,\"max_tokens\":8192"
+
 /* What the daemon must send upstream for client_body(): the model name, the message, mid
- * (tools...), stream explicit, and stream_options only when streaming (quirks 26 and 39: always
- * exactly {"include_usage":true}). */
+ * (tools...), MLX's explicit temperature and max_tokens, stream explicit, and stream_options only
+ * when streaming (quirks 26 and 39: always exactly {"include_usage":true}). */
 static char *upstream_body(const char *model, const char *marker, bool stream, const char *mid)
 {
     return fmt("{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"case=%s; hi\"}]"
-               "%s,\"stream\":%s%s}",
-               model, marker, mid ? mid : "", stream ? "true" : "false", stream ? USAGE_ASK : "");
+               "%s%s,\"stream\":%s%s}",
+               model, marker, mid ? mid : "", strcmp(model, MM) == 0 ? MLX_DEFAULTS : "",
+               stream ? "true" : "false", stream ? USAGE_ASK : "");
 }
 
 static void replay_reset(const struct qr_child *up)
@@ -637,20 +653,49 @@ static void test_vllm_q30_models(void **state)
     qr_t_resp_free(&r);
 }
 
-/* Quirk 30, Ollama side: /api/show of a vLLM model must report max_model_len as its context
- * length, as /v1/models does. */
+/* Quirk 30, Ollama side: /api/show of a vLLM model reports max_model_len as its context length,
+ * as /v1/models does; the LoRA entry (max_model_len null) states none rather than a placeholder. */
+#define SHOW_BACKEND_MODEL(info, id)                                                               \
+    "{\"modelfile\":\"\",\"parameters\":\"\",\"template\":\"\",\"details\":{\"parent_model\":"     \
+    "\"\",\"format\":\"gguf\",\"family\":\"unknown\",\"families\":[\"unknown\"],"                  \
+    "\"parameter_size\":\"unspecified\",\"quantization_level\":\"unspecified\"},\"model_info\":"   \
+    "{\"general.architecture\":\"unknown\"" info "},\"capabilities\":[\"completion\"],"            \
+    "\"modified_at\":\"1970-01-01T00:00:00Z\",\"canonical_id\":\"" id "\"}\n"
 static void test_vllm_q30_show_context_length(void **state)
 {
-    known_bug("quirk 30: /api/show reports the registry's 2048 context placeholder, not vLLM's "
-              "max_model_len 32768 that /v1/models shows");
     struct qr_t_resp r;
     qr_t_request("GET", d_new.port, "/v1/models", NULL, NULL, 0, &r); /* joins the models */
     qr_t_resp_free(&r);
     const char *body = "{\"model\":\"" VM "\"}";
     qr_t_request("POST", d_new.port, "/api/show", NULL, body, strlen(body), &r);
     assert_int_equal(r.status, 200);
-    if (!strstr(r.body, ".context_length\":32768"))
-        fail_msg("quirk 30: /api/show does not carry max_model_len 32768: %s", r.body);
+    assert_string_equal(
+        r.body, SHOW_BACKEND_MODEL(",\"unknown.context_length\":32768", "openai.qwen-qwen3-8b"));
+    qr_t_resp_free(&r);
+    body = "{\"model\":\"sql-lora\"}";
+    qr_t_request("POST", d_new.port, "/api/show", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, SHOW_BACKEND_MODEL("", "openai.sql-lora"));
+    qr_t_resp_free(&r);
+}
+
+/* Quirk 30, second half: a /v1/models entry with a parent is a LoRA adapter of that base model;
+ * the Runtime says so (/v1/models names the parent, /api/show details.parent_model). */
+static void test_vllm_q30_lora_adapter(void **state)
+{
+    known_bug("quirk 30: vLLM LoRA entries (parent set) are listed as plain models, not as "
+              "adapters of their base model");
+    struct qr_t_resp r;
+    qr_t_request("GET", d_new.port, "/v1/models", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    if (!strstr(r.body, "\"parent\":\"" VM "\""))
+        fail_msg("quirk 30: /v1/models does not name the adapter's base model: %s", r.body);
+    qr_t_resp_free(&r);
+    const char *body = "{\"model\":\"sql-lora\"}";
+    qr_t_request("POST", d_new.port, "/api/show", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    if (!strstr(r.body, "\"parent_model\":\"" VM "\""))
+        fail_msg("quirk 30: /api/show does not name the adapter's base model: %s", r.body);
     qr_t_resp_free(&r);
 }
 
@@ -817,23 +862,129 @@ static void test_mlx_q37_models(void **state)
     qr_t_resp_free(&r);
 }
 
-/* Quirk 36 (D.2): MLX defaults to greedy decoding and 512 tokens, so the Runtime must always
- * send explicit temperature and max_tokens to it. */
+/* Quirk 36 (D.2): MLX defaults to greedy decoding and 512 tokens, so the Runtime always sends
+ * explicit temperature and max_tokens to it (openai_dialect=mlx-lm: 0.8 and 8192 when the client
+ * gives none; the client's own values otherwise), from an OpenAI and an Ollama client. */
 static void test_mlx_q36_explicit_sampling(void **state)
 {
-    known_bug("quirk 36: no explicit temperature / max_tokens reach mlx_lm.server when the "
-              "client gives none (greedy, 512 tokens)");
     char *b = client_body(MM, "mlx-reasoning-whole", false, NULL);
+    char *u = upstream_body(MM, "mlx-reasoning-whole", false, NULL);
+    assert_non_null(strstr(u, MLX_DEFAULTS ",\"stream\":false}"));
+    static const char *const paths[] = {"/v1/chat/completions", "/api/chat"};
+    for (size_t i = 0; i < 2; i++) {
+        replay_reset(&up_mlx);
+        struct qr_t_resp r;
+        qr_t_request("POST", d_mlx.port, paths[i], NULL, b, strlen(b), &r);
+        assert_int_equal(r.status, 200);
+        qr_t_resp_free(&r);
+        expect_upstream(&up_mlx, "mlx-reasoning-whole", u);
+    }
+    free(b);
+    free(u);
+    /* the client's values reach MLX unchanged */
+    b = client_body(MM, "mlx-reasoning-whole", false, ",\"temperature\":0.2,\"max_tokens\":100");
     replay_reset(&up_mlx);
     struct qr_t_resp r;
     qr_t_request("POST", d_mlx.port, "/v1/chat/completions", NULL, b, strlen(b), &r);
     assert_int_equal(r.status, 200);
     qr_t_resp_free(&r);
-    qr_t_request("GET", up_mlx.port, "/__replay/requests", NULL, NULL, 0, &r);
-    if (!strstr(r.body, "\\\"temperature\\\":") || !strstr(r.body, "\\\"max_tokens\\\":"))
-        fail_msg("quirk 36: the MLX request has no explicit temperature/max_tokens: %s", r.body);
-    qr_t_resp_free(&r);
+    expect_upstream(&up_mlx, "mlx-reasoning-whole",
+                    "{\"model\":\"" MM "\",\"messages\":[{\"role\":\"user\",\"content\":"
+                    "\"case=mlx-reasoning-whole; hi\"}],\"temperature\":0.2,\"max_tokens\":100,"
+                    "\"stream\":false}");
     free(b);
+}
+
+/* D.8: mlx_lm.server has no embeddings: 422 capability_unsupported, nothing sent upstream (the
+ * descriptor says unsupported, so the router refuses; the codec would refuse too). */
+static void test_mlx_embeddings_refused(void **state)
+{
+    replay_reset(&up_mlx);
+    const char *body = "{\"model\":\"" MM "\",\"input\":[\"x\"]}";
+    struct qr_t_resp r;
+    qr_t_request("POST", d_mlx.port, "/v1/embeddings", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "\"code\":\"capability_unsupported\""));
+    assert_non_null(strstr(r.body, "embeddings")); /* the router refuses from the descriptor */
+    qr_t_resp_free(&r);
+    qr_t_request("GET", up_mlx.port, "/__replay/requests", NULL, NULL, 0, &r);
+    assert_null(strstr(r.body, "/v1/embeddings"));
+    qr_t_resp_free(&r);
+}
+
+/* The live "dialect" object of d's /v1/backends entry, once the probe decided (polled up to 5 s:
+ * the probe runs after startup). Caller frees the doc. */
+static yyjson_val *probed_dialect(const struct qr_child *d, yyjson_doc **doc)
+{
+    for (int i = 0; i < 500; i++) {
+        struct qr_t_resp r;
+        qr_t_request("GET", d->port, "/v1/backends", NULL, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        *doc = yyjson_read(r.body, r.body_len, 0);
+        qr_t_resp_free(&r);
+        assert_non_null(*doc);
+        yyjson_val *b0 = yyjson_arr_get(yyjson_obj_get(yyjson_doc_get_root(*doc), "backends"), 0);
+        yyjson_val *dl = yyjson_obj_get(b0, "dialect");
+        assert_non_null(dl);
+        const char *st = yyjson_get_str(yyjson_obj_get(dl, "state"));
+        if (st && strcmp(st, "pending") != 0)
+            return dl;
+        yyjson_doc_free(*doc);
+        usleep(10000);
+    }
+    fail_msg("the dialect probe did not decide within 5 s");
+    return NULL;
+}
+
+static const char *dstr(yyjson_val *o, const char *k)
+{
+    const char *s = yyjson_get_str(yyjson_obj_get(o, k));
+    return s ? s : "(none)";
+}
+
+/* openai_dialect=auto against vLLM: GET /version answers 0.16.0, so the vllm profile is chosen
+ * and its era's reasoning field "reasoning" goes upstream in history, with nothing configured;
+ * /v1/backends says what was probed, chosen and why. Configured dialects show "configured". */
+static void test_vllm_auto_probe_era(void **state)
+{
+    yyjson_doc *doc;
+    yyjson_val *dl = probed_dialect(&d_auto, &doc);
+    assert_string_equal(dstr(dl, "setting"), "auto");
+    assert_string_equal(dstr(dl, "state"), "probed");
+    assert_string_equal(dstr(dl, "chosen"), "vllm");
+    assert_string_equal(dstr(dl, "version"), "0.16.0");
+    assert_string_equal(dstr(dl, "why"), "openai_dialect=auto: GET /version answered version "
+                                         "'0.16.0'");
+    assert_string_equal(dstr(dl, "reasoning_field"), "reasoning");
+    assert_string_equal(dstr(dl, "reasoning_field_source"), "profile era of the version");
+    assert_string_equal(dstr(dl, "health_path"), "/health");
+    yyjson_doc_free(doc);
+    dl = probed_dialect(&d_old, &doc); /* the configured field keeps overriding the era */
+    assert_string_equal(dstr(dl, "chosen"), "vllm");
+    assert_string_equal(dstr(dl, "reasoning_field"), "reasoning_content");
+    assert_string_equal(dstr(dl, "reasoning_field_source"),
+                        "configuration (openai_reasoning_field)");
+    yyjson_doc_free(doc);
+    dl = probed_dialect(&d_mlx, &doc);
+    assert_string_equal(dstr(dl, "setting"), "mlx-lm");
+    assert_string_equal(dstr(dl, "state"), "configured");
+    assert_string_equal(dstr(dl, "chosen"), "mlx-lm");
+    yyjson_doc_free(doc);
+
+    const char *body = "{\"model\":\"" VM "\",\"stream\":false,\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":"
+                       "\"Hallo\",\"reasoning_content\":\"Greet back.\"},{\"role\":\"user\","
+                       "\"content\":\"case=vllm-q24-reasoning-whole; hi\"}]}";
+    replay_reset(&up_vllm);
+    struct qr_t_resp r;
+    qr_t_request("POST", d_auto.port, "/v1/chat/completions", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    expect_upstream(&up_vllm, "vllm-q24-reasoning-whole",
+                    "{\"model\":\"" VM "\",\"messages\":[{\"role\":\"user\",\"content\":"
+                    "\"hi\"},{\"role\":\"assistant\",\"content\":\"Hallo\",\"reasoning\":"
+                    "\"Greet back.\"},{\"role\":\"user\",\"content\":\"case=vllm-q24-"
+                    "reasoning-whole; hi\"}],\"stream\":false}");
 }
 
 int main(void)
@@ -852,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_vllm_q25_error_envelopes),
         cmocka_unit_test(test_vllm_q30_models),
         cmocka_unit_test(test_vllm_q30_show_context_length),
+        cmocka_unit_test(test_vllm_q30_lora_adapter),
         cmocka_unit_test(test_mlx_reasoning_stream),
         cmocka_unit_test(test_mlx_tools_stream),
         cmocka_unit_test(test_mlx_tools_whole),
@@ -861,6 +1013,8 @@ int main(void)
         cmocka_unit_test(test_mlx_q35_errors),
         cmocka_unit_test(test_mlx_q37_models),
         cmocka_unit_test(test_mlx_q36_explicit_sampling),
+        cmocka_unit_test(test_mlx_embeddings_refused),
+        cmocka_unit_test(test_vllm_auto_probe_era),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,10 +12,17 @@
  *  - tool_choice: auto/unset send the tools, none sends none, required / a named function
  *    cannot be expressed (422). parallel_tool_calls and tool strictness are hints Ollama has no
  *    field for: not sent.
- *  - think: false / true / the level; OpenAI's extra levels map to Ollama's three (minimal ->
- *    low, xhigh and max -> high).
- *  - options carry the sampling slots, num_predict (max_tokens), num_ctx (context_len), stop,
- *    then the client's other Ollama options unchanged. keep_alive is the client's raw value.
+ *  - think (quirks 7, 8), from what the adapter put in the dialect out of /api/show:
+ *      model capabilities known: always sent. Unset -> true on a model listing "thinking", false
+ *      otherwise; true or a level on a model without it -> 422 capability_unsupported (before
+ *      anything is sent); a level (OpenAI's minimal -> low, xhigh and max -> high) goes as the
+ *      string only when the model's thinking.values list it, else as true; false -> false.
+ *      not known (/api/show failed): false/true/the level as sent (Ollama validates them
+ *      itself), unset not sent (Ollama then applies the very rule above itself).
+ *  - options carry the sampling slots, num_predict (max_tokens), stop, then the client's other
+ *    Ollama options unchanged; num_ctx (context_len) only when the dialect says a model policy
+ *    forwards it (it reloads the model, quirk 13; otherwise the adapter admits the request
+ *    against the model's context length). keep_alive is the client's raw value.
  *  - extras of an Ollama client pass through unchanged; extras of an OpenAI client are refused
  *    (422) except the bookkeeping ones (user, metadata, store, service_tier, ...) and nulls.
  *  - n > 1, logprobs, echo and token-array inputs: 422.
@@ -208,26 +215,61 @@ static enum qr_err format(struct enc *e, yyjson_mut_val *root)
     return QR_OK;
 }
 
+/* The level the client asked for in Ollama's three (OpenAI's extra levels mapped), as a
+ * QR_THINK_LEVEL_* bit; 0 for a string that is none of them. */
+static unsigned level_bit(struct qr_slice lv, const char **name)
+{
+    if (qr_slice_eq(lv, "minimal") || qr_slice_eq(lv, "low")) {
+        *name = "low";
+        return QR_THINK_LEVEL_LOW;
+    }
+    if (qr_slice_eq(lv, "medium")) {
+        *name = "medium";
+        return QR_THINK_LEVEL_MEDIUM;
+    }
+    if (qr_slice_eq(lv, "high") || qr_slice_eq(lv, "xhigh") || qr_slice_eq(lv, "max")) {
+        *name = "high";
+        return QR_THINK_LEVEL_HIGH;
+    }
+    *name = NULL;
+    return 0;
+}
+
+/* think, always explicit once the model's capabilities are known (quirks 7 and 8; the table is
+ * in the file comment and docs/API.md). */
 static enum qr_err think(struct enc *e, yyjson_mut_val *root)
 {
+    const struct qr_dialect *d = e->d;
     const struct qr_think *t = &e->req->think;
-    bool ok = true;
+    bool wants = t->kind == QR_THINK_ON || t->kind == QR_THINK_LEVEL;
+    if (d->think_known && !d->think_capable && wants) {
+        struct qr_slice m = d->upstream_model ? qr_slice_str(d->upstream_model) : e->req->model;
+        return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported", "think",
+                                "model '%.*s' does not support thinking (its Ollama capabilities "
+                                "do not list 'thinking')",
+                                (int) (m.len < 200 ? m.len : 200), m.ptr ? m.ptr : "");
+    }
+    bool ok;
     switch (t->kind) {
     case QR_THINK_UNSET:
-        break;
-    case QR_THINK_OFF:
-    case QR_THINK_ON:
-        ok = yyjson_mut_obj_add_bool(e->doc, root, "think", t->kind == QR_THINK_ON);
+        if (!d->think_known)
+            return QR_OK; /* nothing known: Ollama's own default, the same rule as below */
+        ok = yyjson_mut_obj_add_bool(e->doc, root, "think", d->think_capable);
         break;
     case QR_THINK_LEVEL: {
-        struct qr_slice lv = t->level;
-        if (qr_slice_eq(lv, "minimal"))
-            lv = qr_slice_str("low");
-        else if (qr_slice_eq(lv, "xhigh") || qr_slice_eq(lv, "max"))
-            lv = qr_slice_str("high");
-        ok = put(e, root, "think", str(e, lv));
+        const char *name;
+        unsigned bit = level_bit(t->level, &name);
+        if (!d->think_known) /* levels unknown: the client's level, Ollama validates it */
+            ok = put(e, root, "think", name ? yyjson_mut_str(e->doc, name) : str(e, t->level));
+        else if (bit && (d->think_levels & bit))
+            ok = yyjson_mut_obj_add_str(e->doc, root, "think", name);
+        else
+            ok = yyjson_mut_obj_add_bool(e->doc, root, "think", true);
         break;
     }
+    default:
+        ok = yyjson_mut_obj_add_bool(e->doc, root, "think", t->kind == QR_THINK_ON);
+        break;
     }
     return ok ? QR_OK : nomem(e);
 }
@@ -278,7 +320,7 @@ static enum qr_err options(struct enc *e, yyjson_mut_val *root)
 #undef I64
     if (r->max_tokens.set)
         ok = ok && yyjson_mut_obj_add_sint(doc, o, "num_predict", r->max_tokens.v);
-    if (r->context_len.set)
+    if (r->context_len.set && e->d->send_num_ctx)
         ok = ok && yyjson_mut_obj_add_sint(doc, o, "num_ctx", r->context_len.v);
     if (r->n_stop) {
         yyjson_mut_val *arr = yyjson_mut_arr(doc);

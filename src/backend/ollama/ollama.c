@@ -1,8 +1,12 @@
-/* Ollama adapter, adoption stage: an existing Ollama daemon behind the Runtime. Client requests
- * on the allowlisted Ollama API routes are passed through byte for byte; the answer streams back
- * chunk by chunk as Ollama produces it, with back-pressure both ways (a slow client pauses the
- * upstream transfer). The Runtime's credentials, cookies and forwarding headers never reach Ollama,
- * and Ollama's cookies never reach the client. Readiness is GET /api/version. */
+/* Ollama adapter: an existing Ollama daemon behind the Runtime. Canonical requests (chat,
+ * generate, embed) go through the Ollama codec after the model's /api/show description is known
+ * (show.c: think is then always explicit, and a client's num_ctx is an admission limit against
+ * the model's context length instead of a knob that reloads the model). Client requests on the
+ * allowlisted Ollama API routes the contract does not model are passed through byte for byte; the
+ * answer streams back chunk by chunk as Ollama produces it, with back-pressure both ways (a slow
+ * client pauses the upstream transfer). The Runtime's credentials, cookies and forwarding headers
+ * never reach Ollama, and Ollama's cookies never reach the client. Readiness is GET /api/version,
+ * whose answer is kept as the engine version. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +16,8 @@
 #include "backend/backend.h"
 #include "backend/codec.h"
 #include "backend/job.h"
+#include "backend/ollama/ollama.h"
+#include "backend/ollama/show.h"
 #include "build_info.h"
 #include "core/http_client.h"
 #include "core/http_server.h"
@@ -21,6 +27,8 @@
 
 struct ollama {
     struct qr_backend base;
+    struct qr_ollama_shows *shows; /* per-model /api/show cache */
+    char version[64];              /* /api/version "version"; "" until a probe read one */
 };
 
 /* Request headers never forwarded: hop-by-hop (RFC 9110 7.6.1), the Runtime's own credentials
@@ -328,18 +336,237 @@ static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const ch
 
 /* ---- readiness, models, canonical requests ---- */
 
+struct vprobe {
+    struct ollama *o;
+    qr_backend_probe_fn cb;
+    void *arg;
+};
+
+/* Keep a version string that is short printable ASCII; anything else is not believed. */
+static void keep_version(struct ollama *o, struct qr_slice body)
+{
+    yyjson_doc *doc = yyjson_read(body.ptr, body.len, 0);
+    yyjson_val *v = yyjson_obj_get(yyjson_doc_get_root(doc), "version");
+    const char *s = yyjson_get_str(v);
+    size_t n = yyjson_get_len(v);
+    bool ok = s && n > 0 && n < sizeof(o->version);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = s[i] > 0x20 && s[i] < 0x7f;
+    if (ok && (strlen(o->version) != n || memcmp(o->version, s, n))) {
+        memcpy(o->version, s, n);
+        o->version[n] = '\0';
+        QR_LOG(QR_LOG_INFO, "ollama engine version", QR_LF_S("version", o->version));
+    }
+    yyjson_doc_free(doc);
+}
+
+static void version_done(enum qr_err err, int status, struct qr_slice body,
+                         const struct qr_diag *diag, void *arg)
+{
+    struct vprobe pr = *(struct vprobe *) arg;
+    free(arg);
+    struct qr_diag d = {{0}};
+    if (err == QR_OK && (status < 200 || status > 299))
+        err = qr_diag_set(&d, QR_ERR_UPSTREAM, "GET /api/version answered %d", status);
+    else if (err)
+        qr_diag_set(&d, err, "%s", diag->msg);
+    else
+        keep_version(pr.o, body);
+    pr.cb(&pr.o->base, err, &d, pr.arg);
+}
+
 static enum qr_err ollama_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backend_probe_fn cb,
                                 void *arg)
 {
-    return qr_fetch_probe(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms, cb, arg);
+    struct vprobe *pr = malloc(sizeof(*pr));
+    if (!pr)
+        return QR_ERR_NOMEM;
+    *pr = (struct vprobe){(struct ollama *) b, cb, arg};
+    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms,
+                               64 * 1024, version_done, pr);
+    if (err)
+        free(pr);
+    return err;
 }
+
+const char *qr_ollama_engine_version(const struct qr_backend *b)
+{
+    if (!b || b->vt != &qr_backend_ollama)
+        return "";
+    return ((const struct ollama *) b)->version;
+}
+
+/* ---- canonical requests: described first, then encoded and sent ---- */
+
+struct ojob {
+    struct ollama *o;
+    struct qr_job *handle;            /* what submit handed out */
+    struct qr_job *inner;             /* the HTTP job once started */
+    struct qr_ollama_show_wait *wait; /* while the description is on the way */
+    struct qr_request req;            /* the caller's request (its arena outlives the job) */
+    qr_event_fn fn;
+    void *arg;
+    bool paused;
+};
+
+static void ojob_free(struct ojob *j)
+{
+    qr_job_free_custom(j->handle);
+    free(j);
+}
+
+/* The dialect for j's request from the model's description (NULL: none known, why says why),
+ * or the context admission's refusal (show.c). */
+static enum qr_err plan(const struct qr_request *req, const struct qr_ollama_show *show,
+                        const char *why, struct qr_dialect *d, struct qr_api_error *err)
+{
+    qr_dialect_default(d, QR_UP_OLLAMA);
+    d->send_num_ctx = req->context_len_forward;
+    if (show && show->has_caps) {
+        d->think_known = true;
+        d->think_capable = (show->caps & QR_OLLAMA_CAP_THINKING) != 0;
+        d->think_levels = show->think_levels;
+    }
+    return qr_ollama_show_admit_context(req, show, why, err);
+}
+
+/* Between the HTTP job and the caller: a refusal from Ollama (the model may have changed, or
+ * be gone) drops the model's description; the job ends after its final event. */
+static enum qr_err ojob_relay(void *arg, const struct qr_event *ev)
+{
+    struct ojob *j = arg;
+    if (ev->type == QR_EV_ERROR &&
+        (qr_slice_eq(ev->code, "upstream_rejected") || qr_slice_eq(ev->code, "model_not_found")))
+        qr_ollama_show_forget(j->o->shows, j->req.model);
+    enum qr_err e = j->fn(j->arg, ev);
+    if (ev->type == QR_EV_DONE || ev->type == QR_EV_ERROR || e) {
+        j->inner = NULL; /* after a final event or a consumer failure it frees itself */
+        ojob_free(j);
+    }
+    return e;
+}
+
+/* START + ERROR to the caller (a refusal decided after submit returned); the job ends. */
+static void ojob_fail(struct ojob *j, const struct qr_api_error *err)
+{
+    struct qr_event ev = {.type = QR_EV_START};
+    ev.name = qr_slice_str(qr_backend_ollama.id);
+    ev.model = j->req.model;
+    if (j->fn(j->arg, &ev) == QR_OK) {
+        memset(&ev, 0, sizeof(ev));
+        ev.type = QR_EV_ERROR;
+        ev.status = err->status;
+        ev.code = qr_slice_str(err->code);
+        ev.message = qr_slice_str(err->message);
+        ev.retryable = err->status == 503;
+        j->fn(j->arg, &ev);
+    }
+    ojob_free(j);
+}
+
+static enum qr_err ojob_start(struct ojob *j, const struct qr_ollama_show *show, const char *why,
+                              struct qr_api_error *err)
+{
+    struct qr_dialect d;
+    enum qr_err e = plan(&j->req, show, why, &d, err);
+    if (!e)
+        e = qr_job_start_http(&j->o->base, &d, j->o->base.env.config->ollama_url, NULL, &j->req,
+                              ojob_relay, j, &j->inner, err);
+    if (!e && j->paused)
+        qr_job_pause(j->inner);
+    return e;
+}
+
+static void on_show(void *arg, enum qr_err err, const struct qr_ollama_show *show,
+                    const struct qr_diag *why)
+{
+    struct ojob *j = arg;
+    j->wait = NULL;
+    struct qr_api_error e = {0};
+    if (err == QR_ERR_CANCELLED) {
+        qr_api_error_set(&e, err, 503, "shutting_down", "", "%s", why->msg);
+        ojob_fail(j, &e);
+        return;
+    }
+    if (ojob_start(j, show, why->msg, &e))
+        ojob_fail(j, &e);
+}
+
+static void ojob_cancel(void *impl)
+{
+    struct ojob *j = impl;
+    qr_ollama_show_unwait(j->wait);
+    if (j->inner)
+        qr_job_cancel(j->inner);
+    ojob_free(j);
+}
+
+static void ojob_pause(void *impl, bool paused)
+{
+    struct ojob *j = impl;
+    j->paused = paused;
+    if (j->inner) {
+        if (paused)
+            qr_job_pause(j->inner);
+        else
+            qr_job_resume(j->inner);
+    }
+}
+
+static const struct qr_job_ops ojob_ops = {.cancel = ojob_cancel, .pause = ojob_pause};
 
 static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
                                  void *arg, struct qr_job **out, struct qr_api_error *err)
 {
-    struct qr_dialect d;
-    qr_dialect_default(&d, QR_UP_OLLAMA);
-    return qr_job_start_http(b, &d, b->env.config->ollama_url, NULL, req, fn, arg, out, err);
+    struct ollama *o = (struct ollama *) b;
+    if (req->op == QR_OP_RERANK) { /* refused by the codec at once: nothing to describe */
+        struct qr_dialect d;
+        qr_dialect_default(&d, QR_UP_OLLAMA);
+        return qr_job_start_http(b, &d, b->env.config->ollama_url, NULL, req, fn, arg, out, err);
+    }
+    struct ojob *j = calloc(1, sizeof(*j));
+    if (!j || !(j->handle = qr_job_new_custom(&ojob_ops, j))) {
+        free(j);
+        return qr_api_error_set(err, QR_ERR_NOMEM, 500, "internal_error", "", "out of memory");
+    }
+    j->o = o;
+    j->req = *req;
+    j->fn = fn;
+    j->arg = arg;
+    struct qr_ollama_show show;
+    struct qr_diag why = {{0}};
+    enum qr_err e = QR_OK;
+    switch (qr_ollama_show_get(o->shows, req->model, b->env.config->ollama_url, on_show, j, &show,
+                               &why, &j->wait)) {
+    case QR_OLLAMA_SHOW_HIT:
+        e = ojob_start(j, &show, NULL, err);
+        break;
+    case QR_OLLAMA_SHOW_FAILED:
+        /* proceed without the description where that is safe (plan() refuses the rest) */
+        e = ojob_start(j, NULL, why.msg, err);
+        break;
+    case QR_OLLAMA_SHOW_PENDING:
+        break;
+    }
+    if (e) {
+        ojob_free(j);
+        return e;
+    }
+    *out = j->handle;
+    return QR_OK;
+}
+
+static enum qr_err ollama_open(struct qr_backend *b, struct qr_diag *diag)
+{
+    struct ollama *o = (struct ollama *) b;
+    if (!(o->shows = qr_ollama_shows_new(b)))
+        return qr_diag_set(diag, QR_ERR_NOMEM, "out of memory");
+    return QR_OK;
+}
+
+static void ollama_close(struct qr_backend *b)
+{
+    qr_ollama_shows_free(((struct ollama *) b)->shows);
 }
 
 static const char *str_or(yyjson_val *v, const char *dflt)
@@ -365,11 +592,35 @@ static bool tags_row(yyjson_val *m, struct qr_backend_model *r)
     return true;
 }
 
+struct models_ctx {
+    struct ollama *o;
+    qr_models_fn cb;
+    void *arg;
+};
+
+/* A listing also tells the description cache which models changed (their digest). */
+static void models_seen(struct qr_backend *b, enum qr_err err, const struct qr_backend_model *m,
+                        size_t n, const struct qr_diag *diag, void *arg)
+{
+    struct models_ctx ctx = *(struct models_ctx *) arg;
+    free(arg);
+    for (size_t i = 0; err == QR_OK && i < n; i++)
+        qr_ollama_show_note_digest(ctx.o->shows, qr_slice_str(m[i].id), m[i].digest);
+    ctx.cb(b, err, m, n, diag, ctx.arg);
+}
+
 static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
                                       void *arg)
 {
-    return qr_fetch_models(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms, "models",
-                           tags_row, cb, arg);
+    struct models_ctx *ctx = malloc(sizeof(*ctx));
+    if (!ctx)
+        return QR_ERR_NOMEM;
+    *ctx = (struct models_ctx){(struct ollama *) b, cb, arg};
+    enum qr_err err = qr_fetch_models(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms,
+                                      "models", tags_row, models_seen, ctx);
+    if (err)
+        free(ctx);
+    return err;
 }
 
 /* ---- description ---- */
@@ -428,8 +679,8 @@ const struct qr_backend_vtable qr_backend_ollama = {
     .id = "ollama",
     .kind = "ollama-adapter",
     .instance_size = sizeof(struct ollama),
-    .open = NULL,
-    .close = NULL,
+    .open = ollama_open,
+    .close = ollama_close,
     .describe = ollama_describe,
     .probe = ollama_probe,
     .proxy = ollama_proxy,

@@ -20,6 +20,10 @@
  *    LEVEL -> reasoning_effort + enable_thinking=true; UNSET -> nothing.
  *  - stream always explicit; stream_options only when streaming and the dialect asks for usage
  *    (vLLM rejects it on non-streamed requests, quirk 26).
+ *  - temperature / max_tokens: the client's; else the dialect's explicit defaults when it has
+ *    them (mlx_lm.server: greedy and 512 tokens otherwise, quirk 36; docs/DIALECTS.md).
+ *  - an operation the dialect does not offer (MLX: embeddings, rerank): 422
+ *    capability_unsupported before anything is sent.
  *  - context_len and keep_alive are the Runtime's admission/lifecycle limits: not sent.
  *  - extras of an OpenAI client pass through unchanged (a client chat_template_kwargs object is
  *    merged with the think switch; model, messages, prompt, input, stream and stream_options are
@@ -411,7 +415,10 @@ static enum qr_err sampling(struct enc *e, yyjson_mut_val *root)
 #define I64(field, key)                                                                            \
     if (s->field.set)                                                                              \
         ok = ok && yyjson_mut_obj_add_sint(doc, root, key, s->field.v);
-    F64(temperature, "temperature")
+    if (s->temperature.set)
+        ok = ok && yyjson_mut_obj_add_real(doc, root, "temperature", s->temperature.v);
+    else if (e->d->default_temperature_set) /* the dialect's explicit default (quirk 36) */
+        ok = ok && yyjson_mut_obj_add_real(doc, root, "temperature", e->d->default_temperature);
     F64(top_p, "top_p")
     I64(top_k, "top_k")
     F64(min_p, "min_p")
@@ -433,6 +440,8 @@ static enum qr_err sampling(struct enc *e, yyjson_mut_val *root)
     }
     if (r->max_tokens.set)
         ok = ok && yyjson_mut_obj_add_sint(doc, root, "max_tokens", r->max_tokens.v);
+    else if (e->d->default_max_tokens > 0)
+        ok = ok && yyjson_mut_obj_add_sint(doc, root, "max_tokens", e->d->default_max_tokens);
     return ok ? QR_OK : nomem(e);
 }
 
@@ -518,6 +527,13 @@ static enum qr_err extras(struct enc *e, yyjson_mut_val *root)
 static enum qr_err common_checks(struct enc *e)
 {
     const struct qr_request *r = e->req;
+    if ((unsigned) r->op < 32 && (e->d->ops_unsupported & (1u << (unsigned) r->op))) {
+        static const char *const ops[] = {"chat", "completions", "embeddings", "rerank"};
+        const char *op = (size_t) r->op < QR_ARRAY_LEN(ops) ? ops[r->op] : "this operation";
+        return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported", "",
+                                "%s: the backend's dialect '%s' does not offer it", op,
+                                e->d->dialect_name ? e->d->dialect_name : "?");
+    }
     if (r->n_choices.set && r->n_choices.v != 1)
         return unsupported(e, "n", "n other than 1");
     if (r->logprobs == QR_TRUE || (r->top_logprobs.set && r->top_logprobs.v > 0))

@@ -408,6 +408,7 @@ static void test_encode_chat(void **state)
     r.sampling.repeat_last_n = (struct qr_opt_i64){true, 64};
     r.max_tokens = (struct qr_opt_i64){true, 6500};
     r.context_len = (struct qr_opt_i64){true, 32768};
+    d.send_num_ctx = true; /* a model policy forwards num_ctx */
     struct qr_slice stop[2] = {S("a"), S("b")};
     r.stop = stop;
     r.n_stop = 2;
@@ -530,8 +531,129 @@ static void test_encode_generate_embed(void **state)
     r.dimensions.set = false;
     r.keep_alive.set = false;
     r.context_len = (struct qr_opt_i64){true, 512};
+    /* num_ctx is an admission limit (quirk 13): not sent unless a policy forwards it */
+    enc_ok(&d, &r, "/api/embed", "{\"model\":\"qwen3:8b\",\"input\":[\"a\",\"b\"]}");
+    d.send_num_ctx = true;
     enc_ok(&d, &r, "/api/embed",
            "{\"model\":\"qwen3:8b\",\"input\":[\"a\",\"b\"],\"options\":{\"num_ctx\":512}}");
+}
+
+/* Quirk 13: a client's num_ctx reaches Ollama only when the dialect says a policy forwards it;
+ * the other options are unaffected. */
+static void test_encode_num_ctx_only_when_forwarded(void **state)
+{
+    struct qr_dialect d;
+    dialect(&d);
+    struct qr_request r;
+    chat_req(&r, false);
+    struct qr_part u = {.kind = QR_PART_TEXT, .text = S("hi")};
+    struct qr_message m = {.role = QR_ROLE_USER, .parts = &u, .n_parts = 1};
+    r.messages = &m;
+    r.n_messages = 1;
+    r.context_len = (struct qr_opt_i64){true, 8192};
+    r.sampling.temperature = (struct qr_opt_f64){true, 0.5};
+    enc_ok(&d, &r, "/api/chat",
+           "{\"model\":\"qwen3:8b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+           "\"options\":{\"temperature\":0.5},\"stream\":false}");
+    r.sampling.temperature.set = false;
+    enc_ok(&d, &r, "/api/chat",
+           "{\"model\":\"qwen3:8b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+           "\"stream\":false}");
+    d.send_num_ctx = true;
+    enc_ok(&d, &r, "/api/chat",
+           "{\"model\":\"qwen3:8b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+           "\"options\":{\"num_ctx\":8192},\"stream\":false}");
+}
+
+/* Quirks 7 and 8: the think decision table. Each row: what /api/show said (known, capable,
+ * levels), what the client asked, and the think member sent ("" = none) or a 422. */
+static void test_think_decision_table(void **state)
+{
+    static const struct {
+        bool known, capable;
+        unsigned levels;
+        enum qr_think_kind kind;
+        const char *level;
+        const char *want; /* NULL: 422 capability_unsupported, param think */
+    } rows[] = {
+        /* the model thinks: unset becomes an explicit true */
+        {true, true, 0, QR_THINK_UNSET, NULL, ",\"think\":true"},
+        {true, true, 0, QR_THINK_ON, NULL, ",\"think\":true"},
+        {true, true, 0, QR_THINK_OFF, NULL, ",\"think\":false"},
+        /* levels only where thinking.values lists them, else true */
+        {true, true, 0, QR_THINK_LEVEL, "high", ",\"think\":true"},
+        {true, true, QR_THINK_LEVEL_LOW | QR_THINK_LEVEL_MEDIUM | QR_THINK_LEVEL_HIGH,
+         QR_THINK_LEVEL, "high", ",\"think\":\"high\""},
+        {true, true, QR_THINK_LEVEL_LOW | QR_THINK_LEVEL_MEDIUM | QR_THINK_LEVEL_HIGH,
+         QR_THINK_LEVEL, "minimal", ",\"think\":\"low\""},
+        {true, true, QR_THINK_LEVEL_LOW | QR_THINK_LEVEL_MEDIUM | QR_THINK_LEVEL_HIGH,
+         QR_THINK_LEVEL, "xhigh", ",\"think\":\"high\""},
+        {true, true, QR_THINK_LEVEL_LOW, QR_THINK_LEVEL, "medium", ",\"think\":true"},
+        {true, true, QR_THINK_LEVEL_LOW, QR_THINK_LEVEL, "banana", ",\"think\":true"},
+        /* the model does not think: unset becomes false, asking for it is refused */
+        {true, false, 0, QR_THINK_UNSET, NULL, ",\"think\":false"},
+        {true, false, 0, QR_THINK_OFF, NULL, ",\"think\":false"},
+        {true, false, 0, QR_THINK_ON, NULL, NULL},
+        {true, false, QR_THINK_LEVEL_HIGH, QR_THINK_LEVEL, "high", NULL},
+        /* nothing known (/api/show failed): as sent, unset left to Ollama's own default */
+        {false, false, 0, QR_THINK_UNSET, NULL, ""},
+        {false, false, 0, QR_THINK_ON, NULL, ",\"think\":true"},
+        {false, false, 0, QR_THINK_OFF, NULL, ",\"think\":false"},
+        {false, false, 0, QR_THINK_LEVEL, "max", ",\"think\":\"high\""},
+        {false, false, 0, QR_THINK_LEVEL, "medium", ",\"think\":\"medium\""},
+    };
+    struct qr_part u = {.kind = QR_PART_TEXT, .text = S("hi")};
+    struct qr_message m = {.role = QR_ROLE_USER, .parts = &u, .n_parts = 1};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct qr_dialect d;
+        dialect(&d);
+        d.think_known = rows[i].known;
+        d.think_capable = rows[i].capable;
+        d.think_levels = rows[i].levels;
+        struct qr_request r;
+        chat_req(&r, true);
+        r.messages = &m;
+        r.n_messages = 1;
+        r.think.kind = rows[i].kind;
+        if (rows[i].level)
+            r.think.level = (struct qr_slice){rows[i].level, strlen(rows[i].level)};
+        if (!rows[i].want) {
+            struct qr_buf out;
+            qr_buf_init(&out, 0);
+            struct qr_api_error err = {0};
+            const char *p = NULL;
+            assert_int_equal(qr_upstream_encode(&d, &r, &out, &p, &err), QR_ERR_INVALID);
+            assert_int_equal(err.status, 422);
+            assert_string_equal(err.code, "capability_unsupported");
+            assert_string_equal(err.param, "think");
+            assert_non_null(strstr(err.message, "'qwen3:8b' does not support thinking"));
+            qr_buf_cleanup(&out);
+            continue;
+        }
+        char want[256];
+        snprintf(want, sizeof(want),
+                 "{\"model\":\"qwen3:8b\",\"messages\":[{\"role\":\"user\",\"content\":"
+                 "\"hi\"}]%s,\"stream\":true}",
+                 rows[i].want);
+        enc_ok(&d, &r, "/api/chat", want);
+    }
+    /* generate carries think too; embed never does */
+    struct qr_dialect d;
+    dialect(&d);
+    d.think_known = true;
+    d.think_capable = true;
+    struct qr_request r;
+    chat_req(&r, false);
+    r.op = QR_OP_COMPLETION;
+    r.prompt = S("x");
+    enc_ok(&d, &r, "/api/generate",
+           "{\"model\":\"qwen3:8b\",\"prompt\":\"x\",\"think\":true,\"stream\":false}");
+    chat_req(&r, false);
+    r.op = QR_OP_EMBED;
+    struct qr_slice in[1] = {S("a")};
+    r.inputs = in;
+    r.n_inputs = 1;
+    enc_ok(&d, &r, "/api/embed", "{\"model\":\"qwen3:8b\",\"input\":\"a\"}");
 }
 
 /* Ollama has no rerank API: a rerank request is refused, never sent anywhere. */
@@ -624,6 +746,8 @@ int main(void)
         cmocka_unit_test(test_encode_chat),
         cmocka_unit_test(test_encode_openai_client),
         cmocka_unit_test(test_encode_generate_embed),
+        cmocka_unit_test(test_encode_num_ctx_only_when_forwarded),
+        cmocka_unit_test(test_think_decision_table),
         cmocka_unit_test(test_encode_unsupported),
         cmocka_unit_test(test_encode_rerank_refused),
     };

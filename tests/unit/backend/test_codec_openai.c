@@ -8,6 +8,7 @@
 #include "decode_log.h"
 
 #include "backend/codec.h"
+#include "backend/openai/profile.h"
 
 #define S(x) ((struct qr_slice){(x), sizeof(x) - 1})
 #define SSE  "text/event-stream"
@@ -1075,6 +1076,119 @@ static void test_encode_unsupported(void **state)
     enc_ok(&d, &r, "/v1/chat/completions", "{\"model\":\"m\",\"messages\":[],\"stream\":false}");
 }
 
+/* Each dialect profile's body for one request with an assistant reasoning turn in history and
+ * no sampling: vLLM's era picks the reasoning field (an explicit field wins), MLX gets explicit
+ * temperature and max_tokens (quirk 36) unless the client gave them, and refuses embeddings
+ * and rerank before sending. */
+static void profile_dialect(const char *name, const char *version, const char *override,
+                            struct qr_oa_profile *p, struct qr_dialect *d)
+{
+    struct qr_diag diag = {{0}};
+    assert_int_equal(qr_openai_profile_load(name, p, &diag), QR_OK);
+    dialect(d);
+    qr_openai_profile_apply(p, version, override, d);
+}
+
+/* clang-format off */
+#define HIST_MSGS(field)                                                                           \
+    "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","               \
+    "\"content\":\"Hallo\",\"" field "\":\"Greet back.\"},{\"role\":\"user\",\"content\":"       \
+    "\"more\"}]"
+
+static void test_encode_dialect_profiles(void **state)
+{
+    struct qr_part hi = {.kind = QR_PART_TEXT, .text = S("hi")};
+    struct qr_part hallo = {.kind = QR_PART_TEXT, .text = S("Hallo")};
+    struct qr_part more = {.kind = QR_PART_TEXT, .text = S("more")};
+    struct qr_message msgs[3] = {
+        {.role = QR_ROLE_USER, .parts = &hi, .n_parts = 1},
+        {.role = QR_ROLE_ASSISTANT, .parts = &hallo, .n_parts = 1, .reasoning = S("Greet back.")},
+        {.role = QR_ROLE_USER, .parts = &more, .n_parts = 1}};
+    struct qr_request r;
+    chat_req(&r, false);
+    r.messages = msgs;
+    r.n_messages = 3;
+    struct qr_oa_profile p;
+    struct qr_dialect d;
+
+    static const struct {
+        const char *dialect, *version, *override, *field;
+    } eras[] = {
+        {"vllm", "0.16.0", NULL, "reasoning"},
+        {"vllm", "0.17.1", NULL, "reasoning"},
+        {"vllm", "0.15.1", NULL, "reasoning_content"},
+        {"vllm", "0.11.0", NULL, "reasoning_content"},
+        {"vllm", NULL, NULL, "reasoning"},
+        {"vllm", "0.16.0", "reasoning_content", "reasoning_content"},
+        {"vllm", "0.13.0", "reasoning", "reasoning"},
+        {"llama-server", NULL, NULL, "reasoning_content"},
+        {"generic", NULL, NULL, "reasoning_content"},
+    };
+    for (size_t i = 0; i < QR_ARRAY_LEN(eras); i++) {
+        profile_dialect(eras[i].dialect, eras[i].version, eras[i].override, &p, &d);
+        char want[512];
+        snprintf(want, sizeof(want), "{\"model\":\"m\"," HIST_MSGS("%s") ",\"stream\":false}",
+                 eras[i].field);
+        enc_ok(&d, &r, "/v1/chat/completions", want);
+    }
+
+    /* MLX: explicit defaults when the client gave none (reasoning under "reasoning") */
+    profile_dialect("mlx-lm", NULL, NULL, &p, &d);
+    enc_ok(&d, &r, "/v1/chat/completions",
+           "{\"model\":\"m\"," HIST_MSGS("reasoning") ",\"temperature\":0.8,\"max_tokens\":8192,"
+           "\"stream\":false}");
+    r.stream = true; /* streamed: stream_options exactly {"include_usage":true} (quirk 39) */
+    enc_ok(&d, &r, "/v1/chat/completions",
+           "{\"model\":\"m\"," HIST_MSGS("reasoning") ",\"temperature\":0.8,\"max_tokens\":8192,"
+           "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+    r.stream = false;
+    /* the client's values win, each on its own */
+    r.sampling.temperature = (struct qr_opt_f64){.set = true, .v = 0.25};
+    enc_ok(&d, &r, "/v1/chat/completions",
+           "{\"model\":\"m\"," HIST_MSGS("reasoning") ",\"temperature\":0.25,\"max_tokens\":8192,"
+           "\"stream\":false}");
+    r.sampling.temperature.set = false;
+    r.max_tokens = (struct qr_opt_i64){.set = true, .v = 64};
+    enc_ok(&d, &r, "/v1/chat/completions",
+           "{\"model\":\"m\"," HIST_MSGS("reasoning") ",\"temperature\":0.8,\"max_tokens\":64,"
+           "\"stream\":false}");
+    r.sampling.temperature = (struct qr_opt_f64){.set = true, .v = 0};
+    enc_ok(&d, &r, "/v1/chat/completions",
+           "{\"model\":\"m\"," HIST_MSGS("reasoning") ",\"temperature\":0.0,\"max_tokens\":64,"
+           "\"stream\":false}");
+    r.sampling.temperature.set = false;
+    r.max_tokens.set = false;
+    /* a completion gets them too */
+    struct qr_request c;
+    memset(&c, 0, sizeof(c));
+    c.protocol = QR_PROTO_OPENAI;
+    c.op = QR_OP_COMPLETION;
+    c.model = S("m");
+    c.prompt = S("Es war einmal");
+    enc_ok(&d, &c, "/v1/completions",
+           "{\"model\":\"m\",\"prompt\":\"Es war einmal\",\"temperature\":0.8,"
+           "\"max_tokens\":8192,\"stream\":false}");
+    /* no embeddings, no rerank on mlx_lm.server: 422 before anything is sent */
+    struct qr_slice in[1] = {S("x")};
+    struct qr_request e;
+    memset(&e, 0, sizeof(e));
+    e.protocol = QR_PROTO_OPENAI;
+    e.op = QR_OP_EMBED;
+    e.model = S("m");
+    e.inputs = in;
+    e.n_inputs = 1;
+    enc_fail(&d, &e, 422, "capability_unsupported", "");
+    e.op = QR_OP_RERANK;
+    e.query = S("q");
+    enc_fail(&d, &e, 422, "capability_unsupported", "");
+    /* vLLM embeds, and adds no defaults */
+    profile_dialect("vllm", "0.16.0", NULL, &p, &d);
+    e.op = QR_OP_EMBED;
+    enc_ok(&d, &e, "/v1/embeddings",
+           "{\"model\":\"m\",\"input\":[\"x\"],\"encoding_format\":\"float\"}");
+}
+/* clang-format on */
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1102,6 +1216,7 @@ int main(void)
         cmocka_unit_test(test_encode_openai_client),
         cmocka_unit_test(test_encode_completion_and_embed),
         cmocka_unit_test(test_encode_unsupported),
+        cmocka_unit_test(test_encode_dialect_profiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

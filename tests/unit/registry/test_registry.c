@@ -306,18 +306,18 @@ static void test_remote_join_and_create(void **state)
     size_t n0 = qr_registry_count(r);
 
     /* a manifest name joins the manifest's model: one identity across backends */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "ember-coreui:latest", D1, &d, &m),
-                     QR_OK);
+    assert_int_equal(
+        qr_registry_add_remote(r, "ollama", true, "ember-coreui:latest", D1, NULL, &d, &m), QR_OK);
     assert_ptr_equal(m, ember);
     assert_int_equal(ember->n_remotes, 1);
     assert_string_equal(ember->remotes[0].digest, "sha256:" D1);
-    assert_int_equal(qr_registry_add_remote(r, "vllm1", false, "Ember-CoreUI", NULL, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "vllm1", false, "Ember-CoreUI", NULL, NULL, &d, &m),
                      QR_OK);
     assert_ptr_equal(m, ember);
     assert_int_equal(ember->n_remotes, 2);
     /* the same name under another digest is a conflict, not a second identity */
     assert_int_equal(
-        qr_registry_add_remote(r, "ollama-b", true, "ember-coreui", "sha256:" D2, &d, &m),
+        qr_registry_add_remote(r, "ollama-b", true, "ember-coreui", "sha256:" D2, NULL, &d, &m),
         QR_ERR_INVALID);
     assert_null(m);
     const struct qr_reg_problem *p = find_problem(r, "reported with digest sha256:" D2);
@@ -325,7 +325,7 @@ static void test_remote_join_and_create(void **state)
     assert_int_equal(qr_registry_count(r), n0);
 
     /* unknown to every manifest: a new model namespaced by backend */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "Llama3", D3, &d, &m), QR_OK);
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "Llama3", D3, NULL, &d, &m), QR_OK);
     assert_string_equal(m->m->id, "ollama.llama3");
     assert_int_equal(m->source, QR_REG_BACKEND);
     assert_string_equal(m->m->backend, "ollama-adapter");
@@ -333,28 +333,29 @@ static void test_remote_join_and_create(void **state)
     assert_ptr_equal(qr_registry_find(r, "llama3:latest"), m);
     assert_ptr_equal(qr_registry_find(r, "ollama/llama3"), m);
     const struct qr_reg_model *again;
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "llama3:latest", D3, &d, &again),
-                     QR_OK);
+    assert_int_equal(
+        qr_registry_add_remote(r, "ollama", true, "llama3:latest", D3, NULL, &d, &again), QR_OK);
     assert_ptr_equal(again, m);
     assert_int_equal(qr_registry_count(r), n0 + 1);
     /* another backend's llama3 is not the same model by name alone */
-    assert_int_equal(qr_registry_add_remote(r, "vllm1", false, "llama3", NULL, &d, &again), QR_OK);
+    assert_int_equal(qr_registry_add_remote(r, "vllm1", false, "llama3", NULL, NULL, &d, &again),
+                     QR_OK);
     assert_string_equal(again->m->id, "vllm1.llama3");
     assert_ptr_equal(qr_registry_find(r, "vllm1/llama3"), again);
     assert_ptr_equal(qr_registry_find(r, "llama3"), m);
     p = find_problem(r, "name 'llama3' is taken by model 'ollama.llama3'");
     assert_int_equal(p->kind, QR_REG_NAME_CLASH);
     /* ...but by digest it is */
-    assert_int_equal(qr_registry_add_remote(r, "ollama2", true, "meta/llama3:8b", D3, &d, &again),
-                     QR_OK);
+    assert_int_equal(
+        qr_registry_add_remote(r, "ollama2", true, "meta/llama3:8b", D3, NULL, &d, &again), QR_OK);
     assert_ptr_equal(again, m);
 
     /* unusable input is reported */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "bad name", NULL, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "bad name", NULL, NULL, &d, &m),
                      QR_ERR_INVALID);
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "x", "sha256:xyz", &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "x", "sha256:xyz", NULL, &d, &m),
                      QR_ERR_INVALID);
-    assert_int_equal(qr_registry_add_remote(r, "Bad Backend", true, "x", NULL, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "Bad Backend", true, "x", NULL, NULL, &d, &m),
                      QR_ERR_INVALID);
     qr_registry_free(r);
 }
@@ -372,16 +373,18 @@ static void test_remote_digest_rules(void **state)
     assert_int_equal(qr_registry_add_json(r, a, strlen(a), "a", QR_REG_FILE, &d, &pinned), QR_OK);
     assert_int_equal(qr_registry_add_json(r, b, strlen(b), "b", QR_REG_FILE, &d, &tagged), QR_OK);
     /* the GGUF digest stated by a manifest joins, whatever the name */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "some/name:q4", D1, &d, &m), QR_OK);
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "some/name:q4", D1, NULL, &d, &m),
+                     QR_OK);
     assert_ptr_equal(m, pinned);
     /* the Ollama digest stated for a tag joins; the tag under another digest is refused */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged:v1", D2, &d, &m), QR_OK);
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged:v1", D2, NULL, &d, &m),
+                     QR_OK);
     assert_ptr_equal(m, tagged);
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged:v1", D3, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged:v1", D3, NULL, &d, &m),
                      QR_ERR_INVALID);
     assert_non_null(strstr(d.msg, "bound to sha256:" D2));
     /* a manifest's name with another manifest's digest: refused, neither is joined */
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged-alias", D1, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "tagged-alias", D1, NULL, &d, &m),
                      QR_ERR_INVALID);
     find_problem(r, "'tagged-alias' is 'tagged' by name but its digest sha256:" D1
                     " is stated by 'pinned'");
@@ -390,7 +393,7 @@ static void test_remote_digest_rules(void **state)
         manifest("pinned-twin", "", "{\"uri\":\"models:q.gguf\",\"sha256\":\"sha256:" D1 "\"}");
     assert_int_equal(qr_registry_add_json(r, c, strlen(c), "c", QR_REG_FILE, &d, NULL), QR_OK);
     assert_int_equal(qr_registry_find_digest(r, "sha256:" D1, &m), 2);
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "other", D1, &d, &m),
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "other", D1, NULL, &d, &m),
                      QR_ERR_INVALID);
     find_problem(r, "is stated by 2 models");
     assert_int_equal(qr_registry_find_digest(r, "sha256:" D3, &m), 0);
@@ -401,6 +404,91 @@ static void test_remote_digest_rules(void **state)
     qr_registry_free(r);
 }
 
+static int64_t model_int(const struct qr_reg_model *m, const char *a, const char *b)
+{
+    yyjson_val *v = yyjson_obj_get((yyjson_val *) qr_manifest_root(m->m), "model");
+    v = yyjson_obj_get(v, a);
+    v = b ? yyjson_obj_get(v, b) : v;
+    return yyjson_is_int(v) ? yyjson_get_sint(v) : -1;
+}
+
+/* Quirk 30: what a backend reports besides the name (vLLM max_model_len, Ollama's family) is kept
+ * with the report and stated by the manifest generated for it; a model whose backend reports no
+ * context length gets the 2048 placeholder and no architecture_contract, never an invented one. */
+static void test_remote_facts_stated(void **state)
+{
+    (void) state;
+    struct qr_registry *r = qr_registry_new();
+    struct qr_diag d = {{0}};
+    const struct qr_reg_model *m;
+
+    struct qr_reg_remote_facts vllm = {"", 32768};
+    assert_int_equal(
+        qr_registry_add_remote(r, "openai", false, "Qwen/Qwen3-8B", NULL, &vllm, &d, &m), QR_OK);
+    assert_string_equal(m->m->id, "openai.qwen-qwen3-8b");
+    assert_string_equal(m->m->architecture, "unknown");
+    assert_int_equal(model_int(m, "context_window", NULL), 32768);
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), 32768);
+    assert_int_equal(m->remotes[0].context_length, 32768);
+    assert_null(m->remotes[0].architecture);
+
+    struct qr_reg_remote_facts ol = {"qwen3", 40960};
+    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "qwen3:8b", D1, &ol, &d, &m), QR_OK);
+    assert_string_equal(m->m->architecture, "qwen3");
+    assert_string_equal(m->remotes[0].architecture, "qwen3");
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), 40960);
+
+    /* none reported (the adapters' -1 and ""): placeholder, no contract, nothing kept */
+    struct qr_reg_remote_facts none = {"", -1};
+    assert_int_equal(qr_registry_add_remote(r, "openai", false, "sql-lora", NULL, &none, &d, &m),
+                     QR_OK);
+    assert_string_equal(m->m->architecture, "unknown");
+    assert_int_equal(model_int(m, "context_window", NULL), 2048);
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), -1);
+    assert_int_equal(m->remotes[0].context_length, 0);
+    assert_int_equal(qr_registry_add_remote(r, "openai", false, "no-facts", NULL, NULL, &d, &m),
+                     QR_OK);
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), -1);
+
+    /* unusable facts count as not reported; above the context_window cap the contract keeps it */
+    struct qr_reg_remote_facts bad = {"not a label", 200000000};
+    assert_int_equal(qr_registry_add_remote(r, "openai", false, "bad-facts", NULL, &bad, &d, &m),
+                     QR_OK);
+    assert_string_equal(m->m->architecture, "unknown");
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), -1);
+    assert_null(m->remotes[0].architecture);
+    struct qr_reg_remote_facts big = {"llama4", 10485760};
+    assert_int_equal(qr_registry_add_remote(r, "openai", false, "scout", NULL, &big, &d, &m),
+                     QR_OK);
+    assert_int_equal(model_int(m, "context_window", NULL), 10000000);
+    assert_int_equal(model_int(m, "architecture_contract", "context_length"), 10485760);
+    size_t np;
+    qr_registry_problems(r, &np, NULL);
+    assert_int_equal(np, 0);
+
+    /* /v1/models/{id} says where the values came from */
+    void *doc;
+    assert_int_equal(qr_registry_model_json(r, "Qwen/Qwen3-8B", &doc), QR_OK);
+    size_t len;
+    char *s = qr_registry_json_write(doc, &len);
+    assert_non_null(strstr(s, "\"backends\":[{\"backend\":\"openai\",\"name\":\"Qwen/Qwen3-8B\","
+                              "\"digest\":null,\"context_length\":32768}]"));
+    free(s);
+    yyjson_mut_doc_free(doc);
+    assert_int_equal(qr_registry_model_json(r, "qwen3:8b", &doc), QR_OK);
+    s = qr_registry_json_write(doc, &len);
+    assert_non_null(strstr(s, "\"digest\":\"sha256:" D1 "\",\"architecture\":\"qwen3\","
+                              "\"context_length\":40960}]"));
+    free(s);
+    yyjson_mut_doc_free(doc);
+    assert_int_equal(qr_registry_model_json(r, "sql-lora", &doc), QR_OK);
+    s = qr_registry_json_write(doc, &len);
+    assert_non_null(strstr(s, "\"name\":\"sql-lora\",\"digest\":null}]"));
+    free(s);
+    yyjson_mut_doc_free(doc);
+    qr_registry_free(r);
+}
+
 /* Manifests the registry generates for backends fit the published schema too. */
 static void test_generated_fit_schema(void **state)
 {
@@ -408,9 +496,13 @@ static void test_generated_fit_schema(void **state)
     struct qr_registry *r = qr_registry_new();
     struct qr_diag d;
     const struct qr_reg_model *m;
-    assert_int_equal(qr_registry_add_remote(r, "ollama", true, "hf.co/Org/Repo:Q4_K_M", D1, &d, &m),
+    assert_int_equal(
+        qr_registry_add_remote(r, "ollama", true, "hf.co/Org/Repo:Q4_K_M", D1, NULL, &d, &m),
+        QR_OK);
+    assert_int_equal(qr_registry_add_remote(r, "vllm", false, "org/model", NULL, NULL, &d, &m),
                      QR_OK);
-    assert_int_equal(qr_registry_add_remote(r, "vllm", false, "org/model", NULL, &d, &m), QR_OK);
+    struct qr_reg_remote_facts fx = {"qwen3", 32768};
+    assert_int_equal(qr_registry_add_remote(r, "vllm", false, "org/ctx", NULL, &fx, &d, &m), QR_OK);
     yyjson_doc *schema = schema_load();
     for (size_t i = 0; i < qr_registry_count(r); i++) {
         yyjson_mut_doc *md = yyjson_mut_doc_new(NULL);
@@ -429,10 +521,11 @@ static void test_generated_fit_schema(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_builtin_sorted),      cmocka_unit_test(test_name_forms),
-        cmocka_unit_test(test_registry_dir),        cmocka_unit_test(test_list_json),
-        cmocka_unit_test(test_model_json),          cmocka_unit_test(test_remote_join_and_create),
-        cmocka_unit_test(test_remote_digest_rules), cmocka_unit_test(test_generated_fit_schema),
+        cmocka_unit_test(test_builtin_sorted),       cmocka_unit_test(test_name_forms),
+        cmocka_unit_test(test_registry_dir),         cmocka_unit_test(test_list_json),
+        cmocka_unit_test(test_model_json),           cmocka_unit_test(test_remote_join_and_create),
+        cmocka_unit_test(test_remote_digest_rules),  cmocka_unit_test(test_remote_facts_stated),
+        cmocka_unit_test(test_generated_fit_schema),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
