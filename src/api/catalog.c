@@ -225,7 +225,7 @@ static void carry_remotes(struct qr_catalog *c, const struct qr_catalog *prev)
         const struct qr_reg_model *m = qr_registry_at(prev->registry, i);
         for (size_t j = 0; j < m->n_remotes; j++) {
             const struct qr_reg_remote *rm = &m->remotes[j];
-            struct qr_reg_remote_facts fx = {rm->architecture, rm->context_length};
+            struct qr_reg_remote_facts fx = {rm->architecture, rm->context_length, rm->parent};
             struct qr_diag d = {{0}};
             (void) qr_registry_add_remote(c->registry, rm->backend, !strcmp(rm->backend, "ollama"),
                                           rm->name, rm->digest, &fx, &d, NULL);
@@ -320,7 +320,7 @@ void qr_catalog_join_backend(struct qr_catalog *c, const char *backend_id, bool 
         struct qr_diag d = {{0}};
         const char *digest = rows[i].digest && rows[i].digest[0] ? rows[i].digest : NULL;
         /* what the backend states about the model (Ollama's family, vLLM's max_model_len) */
-        struct qr_reg_remote_facts fx = {rows[i].family, rows[i].context_length};
+        struct qr_reg_remote_facts fx = {rows[i].family, rows[i].context_length, rows[i].parent};
         if (!qr_registry_add_remote(c->registry, backend_id, kind_ollama, rows[i].id, digest, &fx,
                                     &d, NULL))
             continue;

@@ -182,6 +182,15 @@ static yyjson_mut_doc *show_doc(const struct qr_reg_model *m)
     yyjson_mut_obj_add_str(doc, o, "parameters", "");
     yyjson_mut_obj_add_str(doc, o, "template", "");
     add_details(doc, o, root);
+    /* an adapter a backend reported (vLLM LoRA): its base model */
+    for (size_t i = 0; i < m->n_remotes; i++) {
+        if (m->remotes[i].parent) {
+            yyjson_mut_val *d = yyjson_mut_obj_get(o, "details"); /* in Ollama's key order */
+            yyjson_mut_obj_replace(d, yyjson_mut_str(doc, "parent_model"),
+                                   yyjson_mut_strcpy(doc, m->remotes[i].parent));
+            break;
+        }
+    }
     const char *arch = jstr(ac, "architecture", jstr(root, "model.architecture", "unknown"));
     yyjson_mut_val *info = yyjson_mut_obj_add_obj(doc, o, "model_info");
     yyjson_mut_obj_add_strcpy(doc, info, "general.architecture", arch);

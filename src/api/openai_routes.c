@@ -84,6 +84,8 @@ static yyjson_mut_val *model_entry(yyjson_mut_doc *doc, const struct qr_backend 
         yyjson_mut_obj_add_strcpy(doc, e, "digest", m->digest);
     if (m->family[0])
         yyjson_mut_obj_add_strcpy(doc, e, "family", m->family);
+    if (m->parent && m->parent[0])
+        yyjson_mut_obj_add_strcpy(doc, e, "parent", m->parent); /* an adapter of that model */
     return e;
 }
 

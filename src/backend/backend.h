@@ -65,6 +65,7 @@ struct qr_backend_model {
     const char *digest;     /* "" when unknown */
     const char *family;     /* "" when unknown */
     int64_t context_length; /* -1 when unknown */
+    const char *parent;     /* an adapter's base model (vLLM LoRA "parent"); NULL or "" if none */
 };
 
 /* Probe result: err QR_OK when ready; diag says why not. */

@@ -75,6 +75,7 @@ static void model_free(struct qr_reg_model *m)
         free(m->remotes[i].name);
         free(m->remotes[i].digest);
         free(m->remotes[i].architecture);
+        free(m->remotes[i].parent);
     }
     free(m->remotes);
     free(m);
@@ -541,6 +542,7 @@ static void join_remote(struct qr_reg_model *m, const char *backend, const char 
     x->digest = xstrdup(digest);
     x->architecture = xstrdup(facts->architecture);
     x->context_length = facts->context_length;
+    x->parent = xstrdup(facts->parent);
 }
 
 /* The facts worth keeping: a label-shaped architecture and a context length the manifest schema
@@ -549,8 +551,11 @@ static void usable_facts(const struct qr_reg_remote_facts *in, struct qr_reg_rem
 {
     out->architecture = NULL;
     out->context_length = 0;
+    out->parent = NULL;
     if (!in)
         return;
+    if (in->parent && in->parent[0] && strlen(in->parent) < 1024)
+        out->parent = in->parent;
     if (in->architecture && qr_manifest_label_valid(in->architecture))
         out->architecture = in->architecture;
     if (in->context_length > 0 && in->context_length <= 100000000)

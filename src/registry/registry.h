@@ -68,12 +68,14 @@ struct qr_reg_remote {
     char *digest;           /* "sha256:<hex>" or NULL */
     char *architecture;     /* the architecture label it reported (Ollama's family), or NULL */
     int64_t context_length; /* the context length it reported (vLLM max_model_len), 0: none */
+    char *parent;           /* the base model it reported for an adapter (vLLM LoRA), or NULL */
 };
 
 /* What a backend said about a model besides its name and digest (qr_registry_add_remote). */
 struct qr_reg_remote_facts {
     const char *architecture; /* borrowed; NULL or "" when not reported; kept if a valid label */
     int64_t context_length;   /* tokens; <= 0 when not reported; kept when at most 1e8 */
+    const char *parent;       /* borrowed; an adapter's base model name; NULL or "" when none */
 };
 
 struct qr_reg_model {

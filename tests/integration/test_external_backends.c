@@ -7,9 +7,7 @@
  * asserts the normalized answer exactly (the daemon's own ids and timestamps masked) and the exact
  * request the upstream received (/__replay/requests). Requests are told apart by the marker
  * `case=NAME;` in the user message.
- *
- * A quirk the current code does not normalize keeps its case: the case asserts the correct
- * behaviour but skips with a message naming the quirk; QR_TEST_KNOWN_BUGS=1 runs it anyway. */
+ */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -135,17 +133,6 @@ static int teardown(void **state)
     assert_int_equal(qr_t_stop(&up_mlx, SIGTERM, 5000), 0);
     curl_global_cleanup();
     return 0;
-}
-
-/* Skip a case whose quirk the current code does not normalize, saying which (unless
- * QR_TEST_KNOWN_BUGS is set: then the case runs and shows the failure). */
-static void known_bug(const char *why)
-{
-    const char *v = getenv("QR_TEST_KNOWN_BUGS");
-    if (v && *v && strcmp(v, "0") != 0)
-        return;
-    print_message("known bug, skipped (QR_TEST_KNOWN_BUGS=1 runs it): %s\n", why);
-    skip();
 }
 
 static bool is_hex(char c)
@@ -649,15 +636,15 @@ static void test_vllm_q30_models(void **state)
                                    "\"context_length\":32768,"));
     assert_non_null(strstr(r.body, "{\"id\":\"sql-lora\",\"object\":\"model\",\"created\":"
                                    "1767225600,\"owned_by\":\"vllm\",\"backend\":\"openai\","
-                                   "\"canonical_id\":"));
+                                   "\"parent\":\"" VM "\",\"canonical_id\":"));
     qr_t_resp_free(&r);
 }
 
 /* Quirk 30, Ollama side: /api/show of a vLLM model reports max_model_len as its context length,
  * as /v1/models does; the LoRA entry (max_model_len null) states none rather than a placeholder. */
-#define SHOW_BACKEND_MODEL(info, id)                                                               \
+#define SHOW_BACKEND_MODEL(parent, info, id)                                                       \
     "{\"modelfile\":\"\",\"parameters\":\"\",\"template\":\"\",\"details\":{\"parent_model\":"     \
-    "\"\",\"format\":\"gguf\",\"family\":\"unknown\",\"families\":[\"unknown\"],"                  \
+    "\"" parent "\",\"format\":\"gguf\",\"family\":\"unknown\",\"families\":[\"unknown\"],"        \
     "\"parameter_size\":\"unspecified\",\"quantization_level\":\"unspecified\"},\"model_info\":"   \
     "{\"general.architecture\":\"unknown\"" info "},\"capabilities\":[\"completion\"],"            \
     "\"modified_at\":\"1970-01-01T00:00:00Z\",\"canonical_id\":\"" id "\"}\n"
@@ -669,13 +656,13 @@ static void test_vllm_q30_show_context_length(void **state)
     const char *body = "{\"model\":\"" VM "\"}";
     qr_t_request("POST", d_new.port, "/api/show", NULL, body, strlen(body), &r);
     assert_int_equal(r.status, 200);
-    assert_string_equal(
-        r.body, SHOW_BACKEND_MODEL(",\"unknown.context_length\":32768", "openai.qwen-qwen3-8b"));
+    assert_string_equal(r.body, SHOW_BACKEND_MODEL("", ",\"unknown.context_length\":32768",
+                                                   "openai.qwen-qwen3-8b"));
     qr_t_resp_free(&r);
     body = "{\"model\":\"sql-lora\"}";
     qr_t_request("POST", d_new.port, "/api/show", NULL, body, strlen(body), &r);
     assert_int_equal(r.status, 200);
-    assert_string_equal(r.body, SHOW_BACKEND_MODEL("", "openai.sql-lora"));
+    assert_string_equal(r.body, SHOW_BACKEND_MODEL(VM, "", "openai.sql-lora"));
     qr_t_resp_free(&r);
 }
 
@@ -683,8 +670,6 @@ static void test_vllm_q30_show_context_length(void **state)
  * the Runtime says so (/v1/models names the parent, /api/show details.parent_model). */
 static void test_vllm_q30_lora_adapter(void **state)
 {
-    known_bug("quirk 30: vLLM LoRA entries (parent set) are listed as plain models, not as "
-              "adapters of their base model");
     struct qr_t_resp r;
     qr_t_request("GET", d_new.port, "/v1/models", NULL, NULL, 0, &r);
     assert_int_equal(r.status, 200);

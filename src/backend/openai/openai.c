@@ -301,6 +301,8 @@ static bool models_row(yyjson_val *m, struct qr_backend_model *r)
     r->created = yyjson_is_int(created) ? yyjson_get_sint(created) : 0;
     r->owned_by = owner ? owner : "";
     r->context_length = yyjson_is_int(ctxlen) ? yyjson_get_sint(ctxlen) : -1;
+    /* vLLM lists a LoRA adapter with its base model as "parent" (quirk 30) */
+    r->parent = yyjson_get_str(yyjson_obj_get(m, "parent"));
     return true;
 }
 

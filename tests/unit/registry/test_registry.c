@@ -422,7 +422,7 @@ static void test_remote_facts_stated(void **state)
     struct qr_diag d = {{0}};
     const struct qr_reg_model *m;
 
-    struct qr_reg_remote_facts vllm = {"", 32768};
+    struct qr_reg_remote_facts vllm = {"", 32768, NULL};
     assert_int_equal(
         qr_registry_add_remote(r, "openai", false, "Qwen/Qwen3-8B", NULL, &vllm, &d, &m), QR_OK);
     assert_string_equal(m->m->id, "openai.qwen-qwen3-8b");
@@ -432,14 +432,14 @@ static void test_remote_facts_stated(void **state)
     assert_int_equal(m->remotes[0].context_length, 32768);
     assert_null(m->remotes[0].architecture);
 
-    struct qr_reg_remote_facts ol = {"qwen3", 40960};
+    struct qr_reg_remote_facts ol = {"qwen3", 40960, NULL};
     assert_int_equal(qr_registry_add_remote(r, "ollama", true, "qwen3:8b", D1, &ol, &d, &m), QR_OK);
     assert_string_equal(m->m->architecture, "qwen3");
     assert_string_equal(m->remotes[0].architecture, "qwen3");
     assert_int_equal(model_int(m, "architecture_contract", "context_length"), 40960);
 
     /* none reported (the adapters' -1 and ""): placeholder, no contract, nothing kept */
-    struct qr_reg_remote_facts none = {"", -1};
+    struct qr_reg_remote_facts none = {"", -1, NULL};
     assert_int_equal(qr_registry_add_remote(r, "openai", false, "sql-lora", NULL, &none, &d, &m),
                      QR_OK);
     assert_string_equal(m->m->architecture, "unknown");
@@ -451,13 +451,13 @@ static void test_remote_facts_stated(void **state)
     assert_int_equal(model_int(m, "architecture_contract", "context_length"), -1);
 
     /* unusable facts count as not reported; above the context_window cap the contract keeps it */
-    struct qr_reg_remote_facts bad = {"not a label", 200000000};
+    struct qr_reg_remote_facts bad = {"not a label", 200000000, NULL};
     assert_int_equal(qr_registry_add_remote(r, "openai", false, "bad-facts", NULL, &bad, &d, &m),
                      QR_OK);
     assert_string_equal(m->m->architecture, "unknown");
     assert_int_equal(model_int(m, "architecture_contract", "context_length"), -1);
     assert_null(m->remotes[0].architecture);
-    struct qr_reg_remote_facts big = {"llama4", 10485760};
+    struct qr_reg_remote_facts big = {"llama4", 10485760, NULL};
     assert_int_equal(qr_registry_add_remote(r, "openai", false, "scout", NULL, &big, &d, &m),
                      QR_OK);
     assert_int_equal(model_int(m, "context_window", NULL), 10000000);
@@ -501,7 +501,7 @@ static void test_generated_fit_schema(void **state)
         QR_OK);
     assert_int_equal(qr_registry_add_remote(r, "vllm", false, "org/model", NULL, NULL, &d, &m),
                      QR_OK);
-    struct qr_reg_remote_facts fx = {"qwen3", 32768};
+    struct qr_reg_remote_facts fx = {"qwen3", 32768, NULL};
     assert_int_equal(qr_registry_add_remote(r, "vllm", false, "org/ctx", NULL, &fx, &d, &m), QR_OK);
     yyjson_doc *schema = schema_load();
     for (size_t i = 0; i < qr_registry_count(r); i++) {
