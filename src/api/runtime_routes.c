@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
+#include "backend/ollama/ollama.h"
 #include "backend/backend.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "backend/openai/openai.h"
@@ -232,6 +233,15 @@ static void route_backend(struct qr_app *app, struct qr_route_backend *rb)
         }
         rb->engine_versions = names;
         rb->n_engine_versions = n;
+    } else if (app->backend && app->backend->vt == &qr_backend_ollama) {
+        /* the daemon's /api/version from the last readiness probe ("0.12.6"): the ledger's
+         * Ollama blocks are version ranges */
+        static char version[64];
+        static const char *names[1];
+        snprintf(version, sizeof version, "%s", qr_ollama_engine_version(app->backend));
+        names[0] = version;
+        rb->engine_versions = names;
+        rb->n_engine_versions = version[0] ? 1 : 0;
     }
 }
 

@@ -307,6 +307,30 @@ static void test_client_gone_while_waiting(void **state)
     assert_true(qr_t_log_contains(&d, "client went away, inference cancelled"));
 }
 
+/* The probed /api/version reaches the router: a plan names the engine version, so the ledger's
+ * version-ranged Ollama blocks apply. */
+static void test_engine_version_in_plan(void **state)
+{
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, NULL);
+    struct qr_t_resp r;
+    for (int i = 0; i < 100; i++) { /* the readiness probe reads the version */
+        qr_t_request("GET", d.port, "/readyz", NULL, NULL, 0, &r);
+        long status = r.status;
+        qr_t_resp_free(&r);
+        if (status == 200)
+            break;
+        usleep(20000);
+    }
+    const char body[] = "{\"model\":\"ember-coreui\",\"capabilities\":[\"inference.text\"]}";
+    qr_t_request("POST", d.port, "/v1/route", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    if (!strstr(r.body, "\"engine_version\":\"0.12.6\""))
+        fail_msg("the plan does not name the probed Ollama version: %s", r.body);
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_refusal_drops_description),
         cmocka_unit_test(test_waiters_share_one_description),
         cmocka_unit_test(test_client_gone_while_waiting),
+        cmocka_unit_test(test_engine_version_in_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
