@@ -58,6 +58,11 @@ struct qr_dialect {
     bool think_known;
     bool think_capable;    /* capabilities[] lists "thinking" */
     unsigned think_levels; /* QR_THINK_LEVEL_* bits: thinking.values of /api/show */
+    /* Ollama: capabilities[] lists "tools" / "vision" (meaningful when think_known: the model's
+     * capabilities are known). Known and missing: tools offered, or an image sent, are refused
+     * (422) before anything reaches Ollama, which would answer "does not support tools". */
+    bool tools_capable;
+    bool vision_capable;
     /* Ollama: send the request's context_len as options.num_ctx (a model policy forwards it);
      * otherwise it is an admission limit only and never reaches the engine (quirk 13). */
     bool send_num_ctx;

@@ -331,6 +331,50 @@ static void test_engine_version_in_plan(void **state)
     assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
 }
 
+/* What the model's capabilities do not list is refused before Ollama is asked: tools to a model
+ * without "tools", an image to one without "vision" (Ollama would answer "does not support
+ * tools"); a model that lists tools gets them. */
+static void test_tools_vision_refused(void **state)
+{
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, NULL);
+    replay_reset();
+    static const char tools[] = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+                                "\"f\",\"parameters\":{\"type\":\"object\"}}}]";
+    char body[512];
+    struct qr_t_resp r;
+    snprintf(body, sizeof body,
+             "{\"model\":\"qr-oshow-plain\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"a\"}]%s}",
+             tools);
+    qr_t_request("POST", d.port, "/v1/chat/completions", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "capability_unsupported"));
+    assert_non_null(strstr(r.body, "tools.calling"));
+    qr_t_resp_free(&r);
+    snprintf(body, sizeof body,
+             "{\"model\":\"qr-oshow-plain\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,"
+             "iVBORw0KGgo=\"}}]}]}");
+    qr_t_request("POST", d.port, "/v1/chat/completions", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "multimodal.vision"));
+    qr_t_resp_free(&r);
+    assert_int_equal(count_of("/api/chat", "qr-oshow-plain"), 0);
+    snprintf(body, sizeof body,
+             "{\"model\":\"qr-oshow-qwen3\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"a\"}]%s}",
+             tools);
+    qr_t_request("POST", d.port, "/v1/chat/completions", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    char *up = upstream("/api/chat", "\"model\":\"qr-oshow-qwen3\"", NULL);
+    assert_non_null(up);
+    assert_non_null(strstr(up, "\"tools\":["));
+    free(up);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_waiters_share_one_description),
         cmocka_unit_test(test_client_gone_while_waiting),
         cmocka_unit_test(test_engine_version_in_plan),
+        cmocka_unit_test(test_tools_vision_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

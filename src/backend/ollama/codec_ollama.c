@@ -67,6 +67,16 @@ static enum qr_err parts(struct enc *e, const struct qr_part *p, size_t n, yyjso
                 qr_buf_cleanup(&text);
                 return unsupported(e, "messages", "an image given by URL");
             }
+            if (e->d->think_known && !e->d->vision_capable) {
+                qr_buf_cleanup(&text);
+                struct qr_slice m =
+                    e->d->upstream_model ? qr_slice_str(e->d->upstream_model) : e->req->model;
+                return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported",
+                                        "messages",
+                                        "model '%.*s' cannot serve multimodal.vision (its Ollama "
+                                        "capabilities do not list 'vision')",
+                                        (int) (m.len < 200 ? m.len : 200), m.ptr ? m.ptr : "");
+            }
             if (!images && !(images = yyjson_mut_arr(e->doc)))
                 goto nomem;
             if (!yyjson_mut_arr_append(images, str(e, p[i].data)))
@@ -189,6 +199,13 @@ static enum qr_err tools(struct enc *e, yyjson_mut_val *root)
     }
     if (r->n_tools == 0)
         return QR_OK;
+    if (e->d->think_known && !e->d->tools_capable) {
+        struct qr_slice m = e->d->upstream_model ? qr_slice_str(e->d->upstream_model) : r->model;
+        return qr_api_error_set(e->err, QR_ERR_INVALID, 422, "capability_unsupported", "tools",
+                                "model '%.*s' cannot serve tools.calling (its Ollama capabilities "
+                                "do not list 'tools')",
+                                (int) (m.len < 200 ? m.len : 200), m.ptr ? m.ptr : "");
+    }
     yyjson_mut_val *arr = yyjson_mut_arr(e->doc);
     if (!arr || !put(e, root, "tools", arr))
         return nomem(e);

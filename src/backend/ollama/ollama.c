@@ -426,6 +426,8 @@ static enum qr_err plan(const struct qr_request *req, const struct qr_ollama_sho
         d->think_known = true;
         d->think_capable = (show->caps & QR_OLLAMA_CAP_THINKING) != 0;
         d->think_levels = show->think_levels;
+        d->tools_capable = (show->caps & QR_OLLAMA_CAP_TOOLS) != 0;
+        d->vision_capable = (show->caps & QR_OLLAMA_CAP_VISION) != 0;
     }
     return qr_ollama_show_admit_context(req, show, why, err);
 }
