@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <yyjson.h>
 
 extern char **environ;
 
@@ -399,4 +400,22 @@ int qr_t_run(char *const argv[], const char *const *env_extra, int timeout_ms, c
     if (!*out)
         *out = calloc(1, 1);
     return rc;
+}
+
+bool qr_t_replay_reset(uint16_t port)
+{
+    struct qr_t_resp r;
+    qr_t_request("POST", port, "/__replay/reset", NULL, "", 0, &r);
+    bool ok = r.status == 200;
+    qr_t_resp_free(&r);
+    return ok;
+}
+
+yyjson_doc *qr_t_replay_requests(uint16_t port)
+{
+    struct qr_t_resp r;
+    qr_t_request("GET", port, "/__replay/requests", NULL, NULL, 0, &r);
+    yyjson_doc *doc = r.status == 200 ? yyjson_read(r.body, r.body_len, 0) : NULL;
+    qr_t_resp_free(&r);
+    return doc;
 }

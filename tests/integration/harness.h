@@ -65,6 +65,12 @@ char *qr_t_header(const struct qr_t_resp *r, const char *name);
 /* Raw exchange over a plain socket: send `raw`, read until the server closes or timeout_ms. */
 char *qr_t_raw(uint16_t port, const char *raw, size_t len, int timeout_ms);
 
+/* The replay server on port: forget the requests it recorded (true when it answered 200), and
+ * every request it recorded, oldest first, as a parsed JSON array (tests/replay/README.md;
+ * free with yyjson_doc_free; NULL when it did not answer with JSON). */
+bool qr_t_replay_reset(uint16_t port);
+struct yyjson_doc *qr_t_replay_requests(uint16_t port);
+
 /* Read a whole file (test fixtures), NUL-terminated. */
 char *qr_t_read_file(const char *path, size_t *out_len);
 

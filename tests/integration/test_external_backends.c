@@ -227,10 +227,7 @@ static char *upstream_body(const char *model, const char *marker, bool stream, c
 
 static void replay_reset(const struct qr_child *up)
 {
-    struct qr_t_resp r;
-    qr_t_request("POST", up->port, "/__replay/reset", NULL, "", 0, &r);
-    assert_int_equal(r.status, 200);
-    qr_t_resp_free(&r);
+    assert_true(qr_t_replay_reset(up->port));
 }
 
 static bool has_header(yyjson_val *req, const char *name)

@@ -58,10 +58,7 @@ static yyjson_doc *replay_requests(void)
 
 static void replay_reset(void)
 {
-    struct qr_t_resp r;
-    qr_t_request("POST", replay.port, "/__replay/reset", NULL, "", 0, &r);
-    assert_int_equal(r.status, 200);
-    qr_t_resp_free(&r);
+    assert_true(qr_t_replay_reset(replay.port));
 }
 
 /* The last request the replay server saw for path, or NULL. */

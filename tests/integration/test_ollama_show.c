@@ -44,20 +44,14 @@ static int teardown(void **state)
 
 static void replay_reset(void)
 {
-    struct qr_t_resp x;
-    qr_t_request("POST", replay.port, "/__replay/reset", NULL, "", 0, &x);
-    assert_int_equal(x.status, 200);
-    qr_t_resp_free(&x);
+    assert_true(qr_t_replay_reset(replay.port));
 }
 
 /* The recorded requests to path whose body contains needle: how many, and the last body
  * (malloc'd, NULL when none). */
 static char *upstream(const char *path, const char *needle, size_t *count)
 {
-    struct qr_t_resp x;
-    qr_t_request("GET", replay.port, "/__replay/requests", NULL, NULL, 0, &x);
-    yyjson_doc *doc = yyjson_read(x.body, x.body_len, 0);
-    qr_t_resp_free(&x);
+    yyjson_doc *doc = qr_t_replay_requests(replay.port);
     assert_non_null(doc);
     char *found = NULL;
     size_t i, n, seen = 0;

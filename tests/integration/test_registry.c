@@ -183,10 +183,7 @@ static bool arr_has_str(yyjson_val *arr, const char *s)
 
 static void replay_reset(struct qr_child *r)
 {
-    struct qr_t_resp x;
-    qr_t_request("POST", r->port, "/__replay/reset", NULL, "", 0, &x);
-    assert_int_equal(x.status, 200);
-    qr_t_resp_free(&x);
+    assert_true(qr_t_replay_reset(r->port));
 }
 
 /* The body of the last request the replay server saw for path (malloc'd), or NULL. */

@@ -554,6 +554,20 @@ static void lp_props_fetch(struct lp *p)
     }
 }
 
+/* The record itself: its process (killed and reaped when still running), timers and strings. */
+static void lp_free(struct lp *p)
+{
+    qr_llama_proc_free(p->proc);
+    event_free(p->idle_timer);
+    event_free(p->reap_timer);
+    free(p->id);
+    free(p->gguf);
+    free(p->draft);
+    free(p->spec);
+    free(p->mmproj);
+    free(p);
+}
+
 static void lp_destroy(struct lp *p)
 {
     lp_props_detach(p);
@@ -566,15 +580,7 @@ static void lp_destroy(struct lp *p)
     }
     fail_list(&p->queue, 503, "model_unloaded", true, "the model was unloaded");
     fail_list(&p->running, 503, "model_unloaded", true, "the model was unloaded");
-    qr_llama_proc_free(p->proc);
-    event_free(p->idle_timer);
-    event_free(p->reap_timer);
-    free(p->id);
-    free(p->gguf);
-    free(p->draft);
-    free(p->spec);
-    free(p->mmproj);
-    free(p);
+    lp_free(p);
 }
 
 static void on_reap(evutil_socket_t fd, short what, void *arg)
@@ -874,15 +880,7 @@ static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
     *out = p;
     return QR_OK;
 fail:
-    qr_llama_proc_free(p->proc);
-    event_free(p->idle_timer);
-    event_free(p->reap_timer);
-    free(p->id);
-    free(p->gguf);
-    free(p->draft);
-    free(p->spec);
-    free(p->mmproj);
-    free(p);
+    lp_free(p);
     return e;
 }
 
