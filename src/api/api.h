@@ -24,20 +24,31 @@ struct qr_route_backend;
 struct qr_router_env;
 struct yyjson_mut_doc;
 
+/* One configured backend (core/config.h struct qr_backend_spec) as the daemon runs it. */
+struct qr_app_backend {
+    struct qr_backend *b;           /* owned */
+    struct qr_cap_descriptor *desc; /* owned: its validated v1alpha1 descriptor (state refreshed
+                                       from b->state on use); NULL when the adapter's is invalid */
+    bool probing;                   /* a background health probe is running */
+};
+
 struct qr_app {
     struct event_base *base; /* borrowed */
     struct qr_config *cfg;   /* borrowed; reload mutates reloadable fields in place */
     int argc;                /* serve's argv, kept for SIGHUP reload (borrowed) */
     char **argv;
     char **envp;
-    struct qr_http_server *http;    /* owned */
-    struct qr_http_client *client;  /* owned */
-    struct qr_backend *backend;     /* owned; NULL when none is configured */
-    struct qr_catalog *catalog;     /* owned; rebuilt on SIGHUP (api/catalog.h) */
-    struct qr_cap_descriptor *desc; /* owned: the backend's validated v1alpha1 descriptor (its
-                                       state is refreshed from backend->state on use); NULL when
-                                       the adapter's descriptor is invalid */
+    struct qr_http_server *http;                     /* owned */
+    struct qr_http_client *client;                   /* owned */
+    struct qr_app_backend backends[QR_BACKENDS_MAX]; /* cfg->backends, in order */
+    size_t n_backends;
+    struct qr_backend *backend; /* backends[0].b: the default backend (passthrough routes, names
+                                   no backend reported); NULL when none is configured */
+    struct qr_backend *managed; /* the llamacpp entry's instance, or NULL */
+    struct qr_catalog *catalog; /* owned; rebuilt on SIGHUP (api/catalog.h) */
     struct event *sig_term, *sig_int, *sig_hup, *shutdown_tick; /* owned */
+    struct event *health_tick; /* owned: several backends: their health, probed in the background */
+    unsigned health_ticks;
     void *infers;                   /* live canonical-contract requests (infer.c), for shutdown */
     struct qr_llamacpp_glue *llama; /* owned: backend=llama.cpp state (llamacpp_glue.h) */
     bool shutting_down;
@@ -81,9 +92,10 @@ void qr_api_ollama(struct qr_app *app, struct qr_http_req *req);
 void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol proto,
                   enum qr_op op, bool legacy_embeddings);
 
-/* Does a model policy govern this model name on the configured backend (a registry manifest
- * whose plan matches at least one policy for this host)? Such Ollama requests take the planned
- * canonical path even where the backend could pass them through byte for byte. */
+/* Must this model name take the planned canonical path: a registry manifest whose plan matches
+ * at least one model policy for this host, or whose plan (or, without a manifest, whose
+ * reporting backend) is not the default backend? Such Ollama requests are planned even where
+ * the default backend could pass them through byte for byte. */
 bool qr_api_infer_governed(struct qr_app *app, const char *model);
 
 /* Shutdown bound reached: end every canonical-contract request still running -- streams with
@@ -103,15 +115,25 @@ void qr_api_loaded(struct qr_app *app, struct qr_http_req *req);
 /* GET /v1/host: the host profile and limits, discovered fresh (host/profile.h). */
 void qr_api_host(struct qr_app *app, struct qr_http_req *req);
 
-/* Build app->desc from the adapter's describe() (logged when invalid; app->desc stays NULL). */
+/* Build every backend's descriptor from its adapter's describe() (logged when invalid; that
+ * backend's desc stays NULL and routing does not consider it). */
 void qr_api_descriptor_init(struct qr_app *app);
-/* The configured backend's descriptor with its current state, or NULL (runtime_routes.c). */
+/* The default backend's descriptor with its current state, or NULL (runtime_routes.c). */
 const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app);
+/* b's descriptor with its current state, or NULL (b NULL, not one of app's, or invalid). */
+const struct qr_cap_descriptor *qr_api_descriptor_for(struct qr_app *app,
+                                                      const struct qr_backend *b);
+/* The backend with this id, or NULL. */
+struct qr_backend *qr_api_backend_find(struct qr_app *app, const char *id);
+/* The backend a name without a plan goes to: the first backend (in configuration order) that
+ * reported the name, else the default backend (the engine decides). */
+struct qr_backend *qr_api_backend_for_name(struct qr_app *app, const char *name);
 
-/* The router's inputs for the configured backend (rb: caller storage env points into). */
+/* The router's inputs over every configured backend (rb: caller storage, QR_BACKENDS_MAX
+ * entries, that env points into). */
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env);
 
-/* Ask the backend for its models and join them to the registry (start-up, reload). */
+/* Ask every backend for its models and join them to the registry (start-up, reload). */
 void qr_api_refresh_backend_models(struct qr_app *app);
 
 /* OpenAI routes (openai_routes.c). */

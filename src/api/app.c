@@ -70,6 +70,43 @@ static void shutdown_tick(evutil_socket_t fd, short what, void *arg)
     evtimer_add(app->shutdown_tick, &tv);
 }
 
+/* With several backends the router chooses among them by state, so each is probed in the
+ * background: one that is not ready every HEALTH_TICK_MS, every one each HEALTH_ALL_TICKS ticks. A
+ * single backend keeps the request-driven behaviour (its requests reach it whatever its state). */
+#define HEALTH_TICK_MS   2000
+#define HEALTH_ALL_TICKS 5
+#define HEALTH_PROBE_MS  3000
+
+static void health_done(struct qr_backend *b, enum qr_err err, const struct qr_diag *diag,
+                        void *arg)
+{
+    struct qr_app_backend *ab = arg;
+    ab->probing = false;
+    if (err == QR_ERR_CANCELLED)
+        return;
+    QR_LOG(QR_LOG_DEBUG, "backend health", QR_LF_S("backend", qr_backend_id(b)),
+           QR_LF_S("state", qr_backend_state_str(b->state)),
+           QR_LF_S("detail", err && diag ? diag->msg : ""));
+}
+
+static void health_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void) fd;
+    (void) what;
+    struct qr_app *app = arg;
+    if (app->shutting_down)
+        return;
+    bool all = ++app->health_ticks % HEALTH_ALL_TICKS == 0;
+    for (size_t i = 0; i < app->n_backends; i++) {
+        struct qr_app_backend *ab = &app->backends[i];
+        if (ab->probing || (!all && ab->b->state == QR_BACKEND_READY))
+            continue;
+        ab->probing = qr_backend_probe(ab->b, HEALTH_PROBE_MS, health_done, ab) == QR_OK;
+    }
+    struct timeval tv = {HEALTH_TICK_MS / 1000, (HEALTH_TICK_MS % 1000) * 1000};
+    evtimer_add(app->health_tick, &tv);
+}
+
 void qr_app_shutdown(struct qr_app *app)
 {
     if (app->shutting_down)
@@ -128,10 +165,10 @@ static void startup_probe_done(struct qr_backend *b, enum qr_err err, const stru
                                void *arg)
 {
     if (err)
-        QR_LOG(QR_LOG_WARN, "backend not ready yet", QR_LF_S("backend", b->vt->id),
+        QR_LOG(QR_LOG_WARN, "backend not ready yet", QR_LF_S("backend", qr_backend_id(b)),
                QR_LF_S("detail", diag->msg));
     else
-        QR_LOG(QR_LOG_INFO, "backend ready", QR_LF_S("backend", b->vt->id));
+        QR_LOG(QR_LOG_INFO, "backend ready", QR_LF_S("backend", qr_backend_id(b)));
 }
 
 enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_config *cfg,
@@ -162,18 +199,26 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     if ((err = qr_http_client_new(base, diag, &app->client)))
         goto fail;
     qr_http_client_set_curl_only(app->client, strcmp(cfg->http_client, "curl") == 0);
-    struct qr_backend_env env = {.base = base, .http = app->client, .config = cfg};
-    const struct qr_backend_vtable *vt = qr_api_llamacpp_selected(cfg) ? &qr_backend_llamacpp
-                                         : strcmp(cfg->backend, "openai") == 0 ? &qr_backend_openai
-                                                                               : &qr_backend_ollama;
-    if ((err = qr_backend_new(vt, &env, diag, &app->backend)))
-        goto fail;
+    for (size_t i = 0; i < cfg->n_backends && i < QR_BACKENDS_MAX; i++) {
+        const struct qr_backend_spec *spec = &cfg->backends[i];
+        struct qr_backend_env env = {
+            .base = base, .http = app->client, .config = cfg, .spec = spec};
+        const struct qr_backend_vtable *vt = !strcmp(spec->kind, "llamacpp") ? &qr_backend_llamacpp
+                                             : !strcmp(spec->kind, "openai")  ? &qr_backend_openai
+                                                                              : &qr_backend_ollama;
+        if ((err = qr_backend_new(vt, &env, diag, &app->backends[i].b)))
+            goto fail;
+        app->n_backends = i + 1;
+        if (vt == &qr_backend_llamacpp)
+            app->managed = app->backends[i].b;
+    }
+    app->backend = app->n_backends ? app->backends[0].b : NULL;
     if ((err = qr_catalog_load(cfg, NULL, &app->catalog))) {
         qr_diag_set(diag, err, "cannot load the model catalog");
         goto fail;
     }
     /* the runtime runs llama-server itself: resolver over the catalog, crashes into the store */
-    if (vt == &qr_backend_llamacpp && (err = qr_api_llamacpp_init(app, diag)))
+    if (app->managed && (err = qr_api_llamacpp_init(app, diag)))
         goto fail;
     qr_api_descriptor_init(app);
     if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
@@ -191,10 +236,20 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     evsignal_add(app->sig_hup, NULL);
     QR_LOG(QR_LOG_INFO, "quantum-runtime listening", QR_LF_S("version", QR_VERSION),
            QR_LF_S("listen", cfg->listen), QR_LF_N("port", qr_http_server_port(app->http)),
-           QR_LF_S("backend", app->backend->vt->kind),
+           QR_LF_S("backend", app->backend->vt->kind), QR_LF_N("backends", app->n_backends),
            QR_LF_B("model_mutation", cfg->allow_model_mutation),
            QR_LF_B("auth", cfg->auth_token[0] != '\0'));
-    qr_backend_probe(app->backend, 3000, startup_probe_done, NULL);
+    for (size_t i = 0; i < app->n_backends; i++)
+        qr_backend_probe(app->backends[i].b, 3000, startup_probe_done, NULL);
+    if (app->n_backends > 1) {
+        app->health_tick = evtimer_new(base, health_tick, app);
+        if (!app->health_tick) {
+            err = qr_diag_set(diag, QR_ERR_NOMEM, "cannot create the health timer");
+            goto fail;
+        }
+        struct timeval tv = {HEALTH_TICK_MS / 1000, (HEALTH_TICK_MS % 1000) * 1000};
+        evtimer_add(app->health_tick, &tv);
+    }
     qr_api_refresh_backend_models(app);
     return QR_OK;
 fail:
@@ -212,17 +267,25 @@ void qr_app_cleanup(struct qr_app *app)
         event_free(app->sig_hup);
     if (app->shutdown_tick)
         event_free(app->shutdown_tick);
+    if (app->health_tick)
+        event_free(app->health_tick);
+    app->health_tick = NULL;
     /* The server first: in-flight requests get their close callbacks and cancel their calls. */
     if (app->http)
         qr_http_server_free(app->http);
-    qr_backend_free(app->backend);
+    for (size_t i = 0; i < app->n_backends; i++)
+        qr_backend_free(app->backends[i].b);
     qr_api_llamacpp_cleanup(app); /* after the backend: its last crashes are recorded */
     if (app->client)
         qr_http_client_free(app->client);
     qr_catalog_free(app->catalog);
-    free(app->desc);
+    for (size_t i = 0; i < app->n_backends; i++) {
+        free(app->backends[i].desc);
+        app->backends[i] = (struct qr_app_backend){0};
+    }
+    app->n_backends = 0;
+    app->managed = NULL;
     app->catalog = NULL;
-    app->desc = NULL;
     app->sig_term = app->sig_int = app->sig_hup = app->shutdown_tick = NULL;
     app->http = NULL;
     app->backend = NULL;

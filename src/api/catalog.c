@@ -219,7 +219,8 @@ static void discover(struct qr_catalog *c, const struct qr_config *cfg)
 }
 
 /* Report the previous registry's backend names again (a reload keeps what backends said). */
-static void carry_remotes(struct qr_catalog *c, const struct qr_catalog *prev)
+static void carry_remotes(struct qr_catalog *c, const struct qr_catalog *prev,
+                          const struct qr_config *cfg)
 {
     for (size_t i = 0; i < qr_registry_count(prev->registry); i++) {
         const struct qr_reg_model *m = qr_registry_at(prev->registry, i);
@@ -227,8 +228,10 @@ static void carry_remotes(struct qr_catalog *c, const struct qr_catalog *prev)
             const struct qr_reg_remote *rm = &m->remotes[j];
             struct qr_reg_remote_facts fx = {rm->architecture, rm->context_length, rm->parent};
             struct qr_diag d = {{0}};
-            (void) qr_registry_add_remote(c->registry, rm->backend, !strcmp(rm->backend, "ollama"),
-                                          rm->name, rm->digest, &fx, &d, NULL);
+            const struct qr_backend_spec *spec = qr_config_backend_find(cfg, rm->backend);
+            bool ollama = spec ? !strcmp(spec->kind, "ollama") : !strcmp(rm->backend, "ollama");
+            (void) qr_registry_add_remote(c->registry, rm->backend, ollama, rm->name, rm->digest,
+                                          &fx, &d, NULL);
         }
     }
 }
@@ -265,7 +268,7 @@ enum qr_err qr_catalog_load(const struct qr_config *cfg, const struct qr_catalog
     }
     discover(c, cfg);
     if (previous)
-        carry_remotes(c, previous);
+        carry_remotes(c, previous, cfg);
     check_profile_targets(c);
     size_t n_reg = 0, n_total = 0;
     const struct qr_reg_problem *pr = qr_registry_problems(c->registry, &n_reg, &n_total);
@@ -394,6 +397,10 @@ bool qr_catalog_serves(const struct qr_reg_model *m, const struct qr_backend *b)
 
 const char *qr_catalog_served_name(const struct qr_reg_model *m, const struct qr_backend *b)
 {
+    for (size_t i = 0; b && i < m->n_remotes; i++) {
+        if (!strcmp(m->remotes[i].backend, qr_backend_id(b)))
+            return m->remotes[i].name; /* the name b itself reported */
+    }
     if (b && b->vt == &qr_backend_ollama) {
         for (size_t i = 0; i < m->m->n_artifacts; i++) {
             const struct qr_manifest_artifact *a = &m->m->artifacts[i];
@@ -404,4 +411,10 @@ const char *qr_catalog_served_name(const struct qr_reg_model *m, const struct qr
         }
     }
     return m->m->id;
+}
+
+const char *qr_catalog_reporter(const struct qr_catalog *c, const char *name, size_t i)
+{
+    const struct qr_reg_model *m = c ? qr_registry_find(c->registry, name) : NULL;
+    return m && i < m->n_remotes ? m->remotes[i].backend : NULL;
 }

@@ -81,9 +81,13 @@ void qr_catalog_model_find(const struct qr_catalog *c, const char *name,
  * backend is b's kind, or, for Ollama, an ollama: URI or ollama tag. */
 bool qr_catalog_serves(const struct qr_reg_model *m, const struct qr_backend *b);
 
-/* The name b is asked for when serving m: the Ollama tag for Ollama, else the canonical id.
- * Borrowed from the manifest. */
+/* The name b is asked for when serving m: the name b reported for it, else the Ollama tag for
+ * Ollama, else the canonical id. Borrowed from the registry. */
 const char *qr_catalog_served_name(const struct qr_reg_model *m, const struct qr_backend *b);
+
+/* The i-th backend id that reported name (the registry's remotes of the model name resolves
+ * to), or NULL past the last. Borrowed from the registry. */
+const char *qr_catalog_reporter(const struct qr_catalog *c, const char *name, size_t i);
 
 /* The catalog's problems as one JSON array (registry problems first), added to obj under key
  * "problems", with "problems_total". doc/obj are yyjson mutable values. */

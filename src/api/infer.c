@@ -47,6 +47,7 @@ struct infer {
     struct qr_request ereq; /* what the engine gets: creq after the plan's effective parameters */
     struct guard guard;     /* what the Runtime honours itself on the engine's output */
     struct qr_job *job;     /* NULL once finished */
+    struct qr_backend *backend; /* the one the request runs on (route) */
     union {
         struct qr_openai_enc oa;
         struct qr_ollama_enc ol;
@@ -444,7 +445,8 @@ static enum qr_err refuse_capability(struct qr_api_error *e, const char *message
 static enum qr_err route_passthrough(struct infer *in, const char *model,
                                      struct qr_cap_set required, struct qr_api_error *e)
 {
-    const struct qr_cap_descriptor *d = qr_api_descriptor(in->app);
+    in->backend = qr_api_backend_for_name(in->app, model);
+    const struct qr_cap_descriptor *d = qr_api_descriptor_for(in->app, in->backend);
     struct qr_cap_set missing = QR_CAP_SET_EMPTY;
     for (int k = 0; d && k < QR_CAP__COUNT; k++) {
         if (qr_cap_set_has(required, (enum qr_cap_key) k) && d->caps[k] == QR_CAP_UNSUPPORTED)
@@ -461,10 +463,10 @@ static enum qr_err route_passthrough(struct infer *in, const char *model,
         char msg[1000];
         snprintf(msg, sizeof(msg),
                  "model '%.200s' cannot be served: backend '%s' does not support %s", model,
-                 in->app->backend->vt->id, detail);
+                 qr_backend_id(in->backend), detail);
         return refuse_capability(e, msg);
     }
-    qr_http_resp_header(in->req, "X-Quantum-Backend", in->app->backend->vt->id);
+    qr_http_resp_header(in->req, "X-Quantum-Backend", qr_backend_id(in->backend));
     in->ereq = in->creq; /* no plan: the request reaches the engine as the client sent it */
     return QR_OK;
 }
@@ -615,9 +617,9 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     qr_catalog_model_find(app->catalog, model, &cm);
     if (cm.known != QR_KNOWN_MANIFEST)
         return route_passthrough(in, model, q.required, e);
-    struct qr_route_backend rb;
+    struct qr_route_backend rb[QR_BACKENDS_MAX];
     struct qr_router_env env;
-    qr_api_route_env(app, &rb, &env);
+    qr_api_route_env(app, rb, &env);
     struct qr_route_plan plan;
     struct qr_diag diag = {{0}};
     enum qr_err err = qr_router_plan(&env, &q, &plan, &diag);
@@ -629,6 +631,7 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     for (size_t i = 0; i < plan.n_candidates; i++)
         in_play |= plan.candidates[i].in_play;
     if (plan.status == QR_ROUTE_OK) {
+        in->backend = qr_api_backend_find(app, plan.backend_id);
         qr_http_resp_header(in->req, "X-Quantum-Backend", plan.backend_id);
         qr_http_resp_header(in->req, "X-Quantum-Model", plan.canonical_model_id);
         struct qr_slice asked = in->creq.model;
@@ -682,17 +685,18 @@ bool qr_api_infer_governed(struct qr_app *app, const char *model)
     struct qr_catalog_model cm;
     qr_catalog_model_find(app->catalog, model, &cm);
     if (cm.known != QR_KNOWN_MANIFEST)
-        return false;
-    struct qr_route_backend rb;
+        return qr_api_backend_for_name(app, model) != app->backend;
+    struct qr_route_backend rb[QR_BACKENDS_MAX];
     struct qr_router_env env;
-    qr_api_route_env(app, &rb, &env);
+    qr_api_route_env(app, rb, &env);
     struct qr_route_query q = {.model = model};
     struct qr_route_plan plan;
     struct qr_diag diag = {{0}};
     (void) qr_router_plan(&env, &q, &plan, &diag);
-    bool governed = plan.status == QR_ROUTE_OK && plan.n_policies > 0;
+    bool planned = plan.status == QR_ROUTE_OK &&
+                   (plan.n_policies > 0 || qr_api_backend_find(app, plan.backend_id) != app->backend);
     qr_route_plan_cleanup(&plan);
-    return governed;
+    return planned;
 }
 
 static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
@@ -726,14 +730,19 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
         in->enc.ol.legacy_embeddings = in->legacy_embeddings;
     }
     in->enc_ready = true;
-    struct qr_backend *b = in->app->backend;
-    if (!b || !qr_backend_can_submit(b)) {
+    if (!in->app->backend) {
         qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "upstream_unavailable", "",
                          "no backend can run this request");
         goto fail;
     }
     if (route(in, &e))
         goto fail;
+    struct qr_backend *b = in->backend;
+    if (!b || !qr_backend_can_submit(b)) {
+        qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "upstream_unavailable", "",
+                         "no backend can run this request");
+        goto fail;
+    }
     qr_http_resp_set_drain_cb(req, on_drain, in);
     if (qr_backend_submit(b, &in->ereq, on_event, in, &in->job, &e))
         goto fail;

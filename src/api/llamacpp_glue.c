@@ -468,7 +468,11 @@ static uint64_t default_budget(void)
 
 bool qr_api_llamacpp_selected(const struct qr_config *cfg)
 {
-    return !strcmp(cfg->backend, "llama.cpp");
+    for (size_t i = 0; i < cfg->n_backends; i++) {
+        if (!strcmp(cfg->backends[i].kind, "llamacpp"))
+            return true;
+    }
+    return false;
 }
 
 enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
@@ -515,7 +519,7 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
     };
     struct qr_diag d = {{0}};
     const char *why = d.msg; /* QR_LF_S tests its value for NULL */
-    if (qr_llamacpp_configure(app->backend, &o, &d))
+    if (qr_llamacpp_configure(app->managed, &o, &d))
         /* not fatal: the daemon serves, /readyz and /v1/backends say why the engine is missing */
         QR_LOG(QR_LOG_ERROR, "llama.cpp backend unavailable", QR_LF_S("error", why));
     return QR_OK;
@@ -599,7 +603,7 @@ void qr_api_llamacpp_ps(struct qr_app *app, struct qr_http_req *req)
         qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
         return;
     }
-    size_t n = qr_llamacpp_loaded_list(app->backend, rows, PS_MAX_MODELS);
+    size_t n = qr_llamacpp_loaded_list(app->managed, rows, PS_MAX_MODELS);
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *root = yyjson_mut_obj(doc);
     yyjson_mut_doc_set_root(doc, root);
@@ -760,7 +764,7 @@ static void load_model(struct qr_app *app, struct qr_http_req *req, const char *
     qr_decode_limits_default(&lim);
     struct qr_api_error err = {0};
     if (qr_ollama_decode(op, false, qr_http_req_body(req), &lim, &w->arena, &w->r, &err) ||
-        qr_llamacpp_load(app->backend, &w->r, on_load_event, w, &w->job, &err)) {
+        qr_llamacpp_load(app->managed, &w->r, on_load_event, w, &w->job, &err)) {
         send_error_line(req, err.status ? err.status : 500, err.message);
         load_wait_free(w);
         return;
@@ -792,7 +796,7 @@ static void unload_body(struct qr_app *app, struct qr_http_req *req, enum qr_err
         send_error_line(req, 404, msg);
     } else {
         bool deferred = false;
-        (void) qr_llamacpp_unload(app->backend, model, &deferred, &d); /* not loaded: fine */
+        (void) qr_llamacpp_unload(app->managed, model, &deferred, &d); /* not loaded: fine */
         QR_LOG(QR_LOG_INFO, "model unloaded on request (keep_alive 0)", QR_LF_S("model", m.id),
                QR_LF_B("deferred", deferred));
         send_lifecycle(req, model, op, "unload");

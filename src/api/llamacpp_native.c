@@ -82,14 +82,15 @@ void qr_api_loaded(struct qr_app *app, struct qr_http_req *req)
         yyjson_mut_doc_set_root(doc, root);
         ok = yyjson_mut_obj_add_str(doc, root, "api_version", QR_ROUTE_API_VERSION);
     }
-    if (ok && app->backend)
-        ok = yyjson_mut_obj_add_str(doc, root, "backend", app->backend->vt->kind);
+    if (ok && app->backend) /* the default backend's kind, as before several backends */
+        ok = yyjson_mut_obj_add_str(doc, root, "backend",
+                                    (app->managed ? app->managed : app->backend)->vt->kind);
     else if (ok)
         ok = yyjson_mut_obj_add_null(doc, root, "backend");
     yyjson_mut_val *arr = ok ? yyjson_mut_arr(doc) : NULL;
     ok = arr != NULL;
-    if (ok && app->backend && qr_api_llamacpp_selected(app->cfg) && app->llama)
-        ok = qr_llamacpp_loaded_json(app->backend, doc, arr) == QR_OK;
+    if (ok && app->managed && app->llama)
+        ok = qr_llamacpp_loaded_json(app->managed, doc, arr) == QR_OK;
     size_t i, max;
     yyjson_mut_val *o;
     if (ok) {
@@ -144,8 +145,8 @@ static const struct qr_ledger_entry *match_entry(const struct qr_ledger *l, cons
 enum qr_err qr_api_llamacpp_backend_extra(struct qr_app *app, yyjson_mut_doc *doc,
                                           yyjson_mut_val *obj)
 {
-    const struct qr_cap_descriptor *d = qr_api_descriptor(app);
-    const struct qr_llama_engine *eng = app->backend ? qr_llamacpp_engine(app->backend) : NULL;
+    const struct qr_cap_descriptor *d = qr_api_descriptor_for(app, app->managed);
+    const struct qr_llama_engine *eng = app->managed ? qr_llamacpp_engine(app->managed) : NULL;
     char build[24] = "";
     const char *names[2];
     size_t n_names = 0;
@@ -304,12 +305,12 @@ static bool add_failed(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mut_val *
     yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, obj, "failed_models");
     if (!arr)
         return false;
-    if (!app->backend || !app->llama)
+    if (!app->managed || !app->llama)
         return true;
     struct qr_llamacpp_loaded *rows = calloc(FAILED_ROWS, sizeof *rows);
     if (!rows)
         return false;
-    size_t n = qr_llamacpp_loaded_list(app->backend, rows, FAILED_ROWS);
+    size_t n = qr_llamacpp_loaded_list(app->managed, rows, FAILED_ROWS);
     bool ok = true;
     for (size_t i = 0; ok && i < n && i < FAILED_ROWS; i++) {
         if (rows[i].state != QR_LLAMA_PROC_FAILED)
@@ -375,7 +376,7 @@ static bool add_models(struct qr_store *st, const char *version, yyjson_mut_doc 
 static enum qr_err backend_history(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mut_val *obj)
 {
     struct qr_store *st = qr_api_llamacpp_store(app);
-    const struct qr_llama_engine *eng = app->backend ? qr_llamacpp_engine(app->backend) : NULL;
+    const struct qr_llama_engine *eng = app->managed ? qr_llamacpp_engine(app->managed) : NULL;
     bool ok = add_crashes(st, doc, obj) && add_failed(app, doc, obj) &&
               add_models(st, eng ? eng->version : NULL, doc, obj);
     return ok ? QR_OK : QR_ERR_NOMEM;
@@ -472,8 +473,8 @@ enum qr_err qr_api_llamacpp_show(struct qr_app *app, const struct qr_reg_model *
         for (size_t k = 0; k < QR_ARRAY_LEN(SHOW_CAPS); k++)
             claimed[k] |= yyjson_mut_equals_str(v, SHOW_CAPS[k].name);
     }
-    const struct qr_cap_descriptor *d = qr_api_descriptor(app);
-    const struct qr_llama_engine *eng = app->backend ? qr_llamacpp_engine(app->backend) : NULL;
+    const struct qr_cap_descriptor *d = qr_api_descriptor_for(app, app->managed);
+    const struct qr_llama_engine *eng = app->managed ? qr_llamacpp_engine(app->managed) : NULL;
     const char *version = eng && eng->version[0] ? eng->version : NULL;
     char build[24] = "";
     const char *names[2];

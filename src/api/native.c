@@ -46,7 +46,7 @@ static void ready_done(struct qr_backend *b, enum qr_err err, const struct qr_di
     qr_http_req_set_close_cb(req, NULL, NULL);
     if (err) {
         char msg[600];
-        snprintf(msg, sizeof(msg), "backend '%s' is not ready: %s", b->vt->id, diag->msg);
+        snprintf(msg, sizeof(msg), "backend '%s' is not ready: %s", qr_backend_id(b), diag->msg);
         qr_api_send_err(req, QR_ERR_UNAVAILABLE, msg);
         return;
     }

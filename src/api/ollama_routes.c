@@ -217,6 +217,22 @@ static yyjson_mut_doc *show_doc(const struct qr_reg_model *m)
     return doc;
 }
 
+/* The backend that lists rm besides the default one's own list: a backend with an artifact of
+ * its kind, else another backend that reported the model (backends = ... configuration); NULL. */
+static struct qr_backend *tag_backend(struct qr_app *app, const struct qr_reg_model *rm)
+{
+    for (size_t i = 0; i < app->n_backends; i++) {
+        if (qr_catalog_serves(rm, app->backends[i].b))
+            return app->backends[i].b;
+    }
+    for (size_t r = 0; r < rm->n_remotes; r++) {
+        struct qr_backend *b = qr_api_backend_find(app, rm->remotes[r].backend);
+        if (b && b != app->backend)
+            return b;
+    }
+    return NULL;
+}
+
 /* Registry models the backend's list does not name (by name key or digest) join the list. */
 static void add_registry_tags(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mut_val *models,
                               const struct qr_backend_model *rows, size_t n)
@@ -224,13 +240,14 @@ static void add_registry_tags(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mu
     const struct qr_registry *reg = app->catalog->registry;
     for (size_t k = 0; k < qr_registry_count(reg); k++) {
         const struct qr_reg_model *rm = qr_registry_at(reg, k);
-        if (!qr_catalog_serves(rm, app->backend))
+        struct qr_backend *b = tag_backend(app, rm);
+        if (!b)
             continue;
         bool covered = false;
         for (size_t i = 0; i < n && !covered; i++)
             covered = qr_registry_find(reg, rows[i].id) == rm;
         if (!covered)
-            add_tag_entry(doc, models, rm, app->backend);
+            add_tag_entry(doc, models, rm, b);
     }
 }
 
@@ -265,10 +282,10 @@ static void tags_done(struct qr_backend *b, enum qr_err err, const struct qr_bac
         return;
     qr_http_req_set_close_cb(req, NULL, NULL);
     if (err) {
-        tags_failed(req, b->vt->id, diag ? diag->msg : qr_err_str(err));
+        tags_failed(req, qr_backend_id(b), diag ? diag->msg : qr_err_str(err));
         return;
     }
-    qr_catalog_join_backend(app->catalog, b->vt->id, false, m, n);
+    qr_catalog_join_backend(app->catalog, qr_backend_id(b), false, m, n);
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *root = yyjson_mut_obj(doc), *models = yyjson_mut_arr(doc);
     yyjson_mut_doc_set_root(doc, root);
@@ -301,7 +318,7 @@ static void ollama_tags_done(enum qr_err err, int status, struct qr_slice body,
     if (!req)
         return;
     qr_http_req_set_close_cb(req, NULL, NULL);
-    const char *id = app->backend->vt->id;
+    const char *id = qr_backend_id(app->backend);
     if (err) {
         tags_failed(req, id, diag ? diag->msg : qr_err_str(err));
         return;
@@ -364,7 +381,7 @@ static void serve_tags(struct qr_app *app, struct qr_http_req *req)
         return;
     }
     enum qr_err err = qr_backend_can_proxy(b)
-                          ? qr_fetch(b, app->cfg->ollama_url, path, NULL, TAGS_TIMEOUT_MS,
+                          ? qr_fetch(b, qr_backend_url(b), path, NULL, TAGS_TIMEOUT_MS,
                                      TAGS_MAX_BODY, ollama_tags_done, ctx)
                           : b->vt->list_models(b, TAGS_TIMEOUT_MS, tags_done, ctx);
     if (err) {
@@ -385,10 +402,10 @@ static const struct qr_reg_model *show_from_registry(struct qr_app *app, const c
     if (!m || !qr_backend_can_proxy(app->backend))
         return m;
     for (size_t i = 0; i < m->n_remotes; i++) {
-        if (!strcmp(m->remotes[i].backend, app->backend->vt->id))
+        if (!strcmp(m->remotes[i].backend, qr_backend_id(app->backend)))
             return NULL;
     }
-    return m->source == QR_REG_BACKEND ? NULL : m;
+    return m; /* a manifest model, or one another configured backend reported */
 }
 
 static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)
@@ -481,16 +498,17 @@ static void adopt(struct qr_app *app, struct qr_http_req *req)
     const char *path = qr_http_req_path(req);
     if (!strcmp(path, "/api/chat") || !strcmp(path, "/api/generate") ||
         !strcmp(path, "/api/embed") || !strcmp(path, "/api/embeddings"))
-        qr_http_resp_header(req, "X-Quantum-Backend", app->backend->vt->id);
+        qr_http_resp_header(req, "X-Quantum-Backend", qr_backend_id(app->backend));
     qr_backend_proxy(app->backend, req, qr_http_req_target(req)); /* re-reads the body */
 }
 
-/* /api/chat and /api/generate on a backend that could pass them through: a registry model that a
- * model policy governs on this host is planned and runs through the canonical pipeline, so only
- * what the policy lets through reaches the engine (docs/POLICY.md "In the request path");
- * everything else is adopted byte for byte. A body that cannot be read or parsed is left to
- * Ollama, as before. */
-static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op)
+/* /api/chat, /api/generate, /api/embed(dings) on a backend that could pass them through: a
+ * registry model that a model policy governs on this host, or one another configured backend
+ * serves, is planned and runs through the canonical pipeline, so only what the policy lets
+ * through reaches the engine (docs/POLICY.md "In the request path"); everything else is adopted
+ * byte for byte. A body that cannot be read or parsed is left to Ollama, as before. */
+static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op,
+                       bool legacy)
 {
     if (err) {
         if (err == QR_ERR_TOO_LARGE)
@@ -502,22 +520,32 @@ static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err 
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
     const char *name = jstr(yyjson_doc_get_root(in), "model", NULL);
-    bool governed = name && name[0] && qr_api_infer_governed(app, name);
+    bool planned = name && name[0] && qr_api_infer_governed(app, name);
     yyjson_doc_free(in);
-    if (governed)
-        qr_api_infer(app, req, QR_PROTO_OLLAMA, op, false); /* re-reads the body */
+    if (planned)
+        qr_api_infer(app, req, QR_PROTO_OLLAMA, op, legacy); /* re-reads the body */
     else
         adopt(app, req);
 }
 
 static void adopt_chat_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
-    adopt_body(arg, req, err, QR_OP_CHAT);
+    adopt_body(arg, req, err, QR_OP_CHAT, false);
 }
 
 static void adopt_generate_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
-    adopt_body(arg, req, err, QR_OP_COMPLETION);
+    adopt_body(arg, req, err, QR_OP_COMPLETION, false);
+}
+
+static void adopt_embed_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    adopt_body(arg, req, err, QR_OP_EMBED, false);
+}
+
+static void adopt_embeddings_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    adopt_body(arg, req, err, QR_OP_EMBED, true);
 }
 
 void qr_api_ollama(struct qr_app *app, struct qr_http_req *req)
@@ -553,10 +581,16 @@ void qr_api_ollama(struct qr_app *app, struct qr_http_req *req)
         return;
     }
     if (qr_backend_can_proxy(app->backend)) {
-        if (r->how == T_CHAT || r->how == T_GENERATE) {
-            /* a model policy may govern the model: decided on the body's model name */
+        if (r->how == T_CHAT || r->how == T_GENERATE || r->how == T_EMBED ||
+            r->how == T_EMBEDDINGS) {
+            /* a model policy may govern the model, or another backend serve it: decided on the
+             * body's model name */
             qr_http_req_read_body(req, app->cfg->max_request_bytes,
-                                  r->how == T_CHAT ? adopt_chat_body : adopt_generate_body, app);
+                                  r->how == T_CHAT       ? adopt_chat_body
+                                  : r->how == T_GENERATE ? adopt_generate_body
+                                  : r->how == T_EMBED    ? adopt_embed_body
+                                                         : adopt_embeddings_body,
+                                  app);
             return;
         }
         adopt(app, req);

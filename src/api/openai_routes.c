@@ -55,14 +55,53 @@ void qr_api_openai_rerank(struct qr_app *app, struct qr_http_req *req)
 
 /* ---- model list ---- */
 
+/* One backend's answer, copied (the lists arrive one by one; the answer is built once all are
+ * in). */
+struct models_set {
+    struct qr_backend *b;
+    struct qr_backend_model *rows; /* strings owned */
+    size_t n;
+    char err[700]; /* "" = listed */
+};
+
 struct models_ctx {
     struct qr_app *app;
     struct qr_http_req *req; /* NULL once the client is gone */
     char *want;              /* /v1/models/{id}: the id, else NULL */
+    size_t pending;          /* lists not answered yet */
+    size_t n_sets;
+    struct models_set sets[QR_BACKENDS_MAX];
 };
+
+static char *dup_or_empty(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        abort();
+    return d;
+}
+
+static void models_ctx_free(struct models_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_sets; i++) {
+        struct models_set *set = &ctx->sets[i];
+        for (size_t j = 0; j < set->n; j++) {
+            struct qr_backend_model *r = &set->rows[j];
+            free((char *) r->id);
+            free((char *) r->owned_by);
+            free((char *) r->digest);
+            free((char *) r->family);
+            free((char *) r->parent);
+        }
+        free(set->rows);
+    }
+    free(ctx->want);
+    free(ctx);
+}
 
 static void models_client_gone(struct qr_http_req *req, void *arg)
 {
+    (void) req;
     ((struct models_ctx *) arg)->req = NULL;
 }
 
@@ -73,9 +112,10 @@ static yyjson_mut_val *model_entry(yyjson_mut_doc *doc, const struct qr_backend 
     yyjson_mut_obj_add_strcpy(doc, e, "id", m->id);
     yyjson_mut_obj_add_str(doc, e, "object", "model");
     yyjson_mut_obj_add_int(doc, e, "created", m->created);
-    yyjson_mut_obj_add_strcpy(doc, e, "owned_by", m->owned_by[0] ? m->owned_by : b->vt->id);
+    yyjson_mut_obj_add_strcpy(doc, e, "owned_by",
+                              m->owned_by[0] ? m->owned_by : qr_backend_id(b));
     /* Runtime fields: ignored by OpenAI clients, read by Runtime-aware ones. */
-    yyjson_mut_obj_add_str(doc, e, "backend", b->vt->id);
+    yyjson_mut_obj_add_strcpy(doc, e, "backend", qr_backend_id(b));
     if (m->context_length >= 0)
         yyjson_mut_obj_add_int(doc, e, "context_length", m->context_length);
     if (m->size_bytes >= 0)
@@ -89,36 +129,52 @@ static yyjson_mut_val *model_entry(yyjson_mut_doc *doc, const struct qr_backend 
     return e;
 }
 
-/* OpenAI's list: what the backend lists (its names, which clients send), then the registry's
- * models for this backend that no listed name resolves to. */
-static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, const struct qr_registry *reg,
-                     const struct qr_backend *b, const struct qr_backend_model *m, size_t n)
+/* The first backend (configuration order) with an artifact of its kind for rm, or NULL. */
+static const struct qr_backend *serving_backend(const struct qr_app *app,
+                                                const struct qr_reg_model *rm)
 {
+    for (size_t i = 0; i < app->n_backends; i++) {
+        if (qr_catalog_serves(rm, app->backends[i].b))
+            return app->backends[i].b;
+    }
+    return NULL;
+}
+
+/* OpenAI's list: what each backend lists (its names, which clients send), in configuration
+ * order, then the registry's models some backend serves that no listed name resolves to. */
+static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, const struct qr_app *app,
+                     const struct models_ctx *ctx)
+{
+    const struct qr_registry *reg = app->catalog->registry;
     yyjson_mut_val *data = yyjson_mut_arr(doc);
     size_t count = qr_registry_count(reg);
     bool *covered = calloc(count ? count : 1, sizeof(*covered));
     if (!covered)
         abort();
-    for (size_t i = 0; i < n; i++) {
-        yyjson_mut_val *e = model_entry(doc, b, &m[i]);
-        const struct qr_reg_model *rm = qr_registry_find(reg, m[i].id);
-        if (rm) {
-            yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
-            for (size_t k = 0; k < count; k++)
-                covered[k] |= qr_registry_at(reg, k) == rm;
+    for (size_t s = 0; s < ctx->n_sets; s++) {
+        const struct models_set *set = &ctx->sets[s];
+        for (size_t i = 0; i < set->n; i++) {
+            yyjson_mut_val *e = model_entry(doc, set->b, &set->rows[i]);
+            const struct qr_reg_model *rm = qr_registry_find(reg, set->rows[i].id);
+            if (rm) {
+                yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
+                for (size_t k = 0; k < count; k++)
+                    covered[k] |= qr_registry_at(reg, k) == rm;
+            }
+            yyjson_mut_arr_append(data, e);
         }
-        yyjson_mut_arr_append(data, e);
     }
     for (size_t k = 0; k < count; k++) {
         const struct qr_reg_model *rm = qr_registry_at(reg, k);
-        if (covered[k] || !qr_catalog_serves(rm, b))
+        const struct qr_backend *b = covered[k] ? NULL : serving_backend(app, rm);
+        if (!b)
             continue;
         yyjson_mut_val *e = yyjson_mut_arr_add_obj(doc, data);
         yyjson_mut_obj_add_strcpy(doc, e, "id", rm->m->id);
         yyjson_mut_obj_add_str(doc, e, "object", "model");
         yyjson_mut_obj_add_int(doc, e, "created", 0);
         yyjson_mut_obj_add_str(doc, e, "owned_by", "quantum-runtime");
-        yyjson_mut_obj_add_str(doc, e, "backend", b->vt->id);
+        yyjson_mut_obj_add_strcpy(doc, e, "backend", qr_backend_id(b));
         yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
     }
     free(covered);
@@ -133,14 +189,20 @@ static void add_backend_error(yyjson_mut_doc *doc, yyjson_mut_val *root, const c
     yyjson_mut_obj_add_strcpy(doc, e, "message", msg);
 }
 
-/* GET /v1/models/{id}: the backend's entry for id (exact name) and/or the registry's model. */
-static void send_one(struct qr_app *app, struct qr_http_req *req, const struct qr_backend *b,
-                     const char *want, const struct qr_backend_model *m, size_t n, const char *berr)
+/* GET /v1/models/{id}: the first backend entry for id (exact name) and/or the registry's model.
+ */
+static void send_one(struct qr_app *app, struct qr_http_req *req, const struct models_ctx *ctx,
+                     const char *want, const char *berr)
 {
     const struct qr_backend_model *row = NULL;
-    for (size_t i = 0; i < n && !row; i++) {
-        if (!strcmp(m[i].id, want))
-            row = &m[i];
+    const struct qr_backend *b = app->backend;
+    for (size_t s = 0; s < ctx->n_sets && !row; s++) {
+        for (size_t i = 0; i < ctx->sets[s].n && !row; i++) {
+            if (!strcmp(ctx->sets[s].rows[i].id, want)) {
+                row = &ctx->sets[s].rows[i];
+                b = ctx->sets[s].b;
+            }
+        }
     }
     void *vdoc = NULL;
     (void) qr_registry_model_json(app->catalog->registry, want, &vdoc);
@@ -187,31 +249,23 @@ static void send_one(struct qr_app *app, struct qr_http_req *req, const struct q
     yyjson_mut_doc_free(doc);
 }
 
-static void models_done(struct qr_backend *b, enum qr_err err, const struct qr_backend_model *m,
-                        size_t n, const struct qr_diag *diag, void *arg)
+/* Every list is in: one answer. */
+static void models_answer(struct models_ctx *ctx)
 {
-    struct models_ctx *ctx = arg;
     struct qr_http_req *req = ctx->req;
     struct qr_app *app = ctx->app;
-    char *want = ctx->want;
-    free(ctx);
-    if (!req) {
-        free(want);
+    if (!req)
         return;
-    }
     qr_http_req_set_close_cb(req, NULL, NULL);
-    char berr[700] = "";
-    if (err) {
-        snprintf(berr, sizeof(berr), "cannot list the models of backend '%s': %s", b->vt->id,
-                 diag ? diag->msg : qr_err_str(err));
-        m = NULL;
-        n = 0;
-    } else {
-        qr_catalog_join_backend(app->catalog, b->vt->id, b->vt == &qr_backend_ollama, m, n);
+    const char *berr = NULL;
+    bool listed = false;
+    for (size_t s = 0; s < ctx->n_sets; s++) {
+        if (ctx->sets[s].err[0] && !berr)
+            berr = ctx->sets[s].err;
+        listed |= !ctx->sets[s].err[0];
     }
-    if (want) {
-        send_one(app, req, b, want, m, n, err ? berr : NULL);
-        free(want);
+    if (ctx->want) {
+        send_one(app, req, ctx, ctx->want, listed ? NULL : berr);
         return;
     }
     /* one document: OpenAI's list and the predecessor's native registry list */
@@ -221,12 +275,44 @@ static void models_done(struct qr_backend *b, enum qr_err err, const struct qr_b
         return;
     }
     yyjson_mut_val *root = yyjson_mut_doc_get_root(doc);
-    add_data(doc, root, app->catalog->registry, b, m, n);
+    add_data(doc, root, app, ctx);
     qr_catalog_add_problems(app->catalog, doc, root);
-    if (err)
+    if (berr)
         add_backend_error(doc, root, berr);
     qr_api_send_json(req, 200, doc);
     yyjson_mut_doc_free(doc);
+}
+
+static void models_done(struct qr_backend *b, enum qr_err err, const struct qr_backend_model *m,
+                        size_t n, const struct qr_diag *diag, void *arg)
+{
+    struct models_ctx *ctx = arg;
+    struct models_set *set = NULL;
+    for (size_t s = 0; s < ctx->n_sets && !set; s++)
+        set = ctx->sets[s].b == b ? &ctx->sets[s] : NULL;
+    if (set && err) {
+        snprintf(set->err, sizeof(set->err), "cannot list the models of backend '%s': %s",
+                 qr_backend_id(b), diag ? diag->msg : qr_err_str(err));
+    } else if (set) {
+        qr_catalog_join_backend(ctx->app->catalog, qr_backend_id(b), b->vt == &qr_backend_ollama,
+                                m, n);
+        set->rows = calloc(n ? n : 1, sizeof(*set->rows));
+        if (!set->rows)
+            abort();
+        for (size_t i = 0; i < n; i++) {
+            set->rows[i] = m[i];
+            set->rows[i].id = dup_or_empty(m[i].id);
+            set->rows[i].owned_by = dup_or_empty(m[i].owned_by);
+            set->rows[i].digest = dup_or_empty(m[i].digest);
+            set->rows[i].family = dup_or_empty(m[i].family);
+            set->rows[i].parent = m[i].parent ? dup_or_empty(m[i].parent) : NULL;
+        }
+        set->n = n;
+    }
+    if (--ctx->pending)
+        return;
+    models_answer(ctx);
+    models_ctx_free(ctx);
 }
 
 /* Percent-decoding of a path segment (model ids may contain ':' or '/' encoded). */
@@ -256,11 +342,6 @@ static char *decode_segment(const char *s)
 void qr_api_openai_models(struct qr_app *app, struct qr_http_req *req)
 {
     const char *path = qr_http_req_path(req);
-    struct qr_backend *b = app->backend;
-    if (!b || !b->vt->list_models) {
-        qr_api_send_openai_error(req, 503, "upstream_unavailable", "no backend lists models");
-        return;
-    }
     struct models_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) {
         qr_api_send_openai_error(req, 500, "internal_error", "out of memory");
@@ -268,21 +349,37 @@ void qr_api_openai_models(struct qr_app *app, struct qr_http_req *req)
     }
     ctx->req = req;
     ctx->app = app;
+    for (size_t i = 0; i < app->n_backends; i++) {
+        if (app->backends[i].b->vt->list_models)
+            ctx->sets[ctx->n_sets++].b = app->backends[i].b;
+    }
+    if (!ctx->n_sets) {
+        free(ctx);
+        qr_api_send_openai_error(req, 503, "upstream_unavailable", "no backend lists models");
+        return;
+    }
     if (strncmp(path, "/v1/models/", 11) == 0) {
         ctx->want = decode_segment(path + 11);
         if (!ctx->want || !ctx->want[0]) {
-            free(ctx->want);
-            free(ctx);
+            models_ctx_free(ctx);
             qr_api_send_openai_error(req, 404, "model_not_found", "a model id is required");
             return;
         }
     }
     qr_http_req_set_close_cb(req, models_client_gone, ctx);
-    enum qr_err err = b->vt->list_models(b, MODELS_TIMEOUT_MS, models_done, ctx);
-    if (err) {
-        qr_http_req_set_close_cb(req, NULL, NULL);
-        free(ctx->want);
-        free(ctx);
-        qr_api_send_openai_error(req, 502, "upstream_error", "cannot ask the backend for models");
+    /* every list is asked for before any answer is handled; one that cannot even be asked counts
+     * as answered with its error */
+    ctx->pending = ctx->n_sets + 1;
+    for (size_t s = 0; s < ctx->n_sets; s++) {
+        struct qr_backend *b = ctx->sets[s].b;
+        if (b->vt->list_models(b, MODELS_TIMEOUT_MS, models_done, ctx)) {
+            snprintf(ctx->sets[s].err, sizeof(ctx->sets[s].err),
+                     "cannot ask backend '%s' for its models", qr_backend_id(b));
+            ctx->pending--;
+        }
+    }
+    if (--ctx->pending == 0) {
+        models_answer(ctx);
+        models_ctx_free(ctx);
     }
 }

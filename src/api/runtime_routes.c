@@ -29,34 +29,40 @@
 
 /* ---- the backend descriptor ---- */
 
-void qr_api_descriptor_init(struct qr_app *app)
+/* b's descriptor as its adapter describes it, validated; NULL when invalid (logged). */
+static struct qr_cap_descriptor *describe(struct qr_backend *b)
 {
-    free(app->desc);
-    app->desc = NULL;
-    if (!app->backend)
-        return;
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *obj = yyjson_mut_obj(doc);
     yyjson_mut_doc_set_root(doc, obj);
-    qr_backend_describe(app->backend, doc, obj);
+    qr_backend_describe(b, doc, obj);
     size_t len = 0;
     char *json = yyjson_mut_write(doc, 0, &len);
     yyjson_mut_doc_free(doc);
     struct qr_cap_descriptor *d = malloc(sizeof(*d));
     struct qr_diag diag = {{0}};
     if (!json || !d || qr_cap_descriptor_parse(json, len, &diag, d)) {
-        QR_LOG(QR_LOG_ERROR, "the backend's descriptor is invalid; routing has no backend",
-               QR_LF_S("backend", app->backend->vt->id), QR_LF_S("error", diag.msg));
+        QR_LOG(QR_LOG_ERROR, "the backend's descriptor is invalid; routing does not consider it",
+               QR_LF_S("backend", qr_backend_id(b)), QR_LF_S("error", diag.msg));
         free(d);
         d = NULL;
     }
     free(json);
-    app->desc = d;
+    return d;
 }
 
-const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app)
+void qr_api_descriptor_init(struct qr_app *app)
 {
-    if (!app->desc || !app->backend)
+    for (size_t i = 0; i < app->n_backends; i++) {
+        free(app->backends[i].desc);
+        app->backends[i].desc = describe(app->backends[i].b);
+    }
+}
+
+static const struct qr_cap_descriptor *descriptor_at(struct qr_app *app, size_t i)
+{
+    struct qr_app_backend *ab = &app->backends[i];
+    if (!ab->desc)
         return NULL;
     static const enum qr_cap_backend_state map[] = {
         [QR_BACKEND_UNKNOWN] = QR_CAP_BACKEND_UNKNOWN,
@@ -64,9 +70,46 @@ const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app)
         [QR_BACKEND_UNAVAILABLE] = QR_CAP_BACKEND_UNAVAILABLE,
         [QR_BACKEND_DISABLED] = QR_CAP_BACKEND_DISABLED,
     };
-    if ((unsigned) app->backend->state < QR_ARRAY_LEN(map))
-        app->desc->state = map[app->backend->state];
-    return app->desc;
+    if ((unsigned) ab->b->state < QR_ARRAY_LEN(map))
+        ab->desc->state = map[ab->b->state];
+    return ab->desc;
+}
+
+const struct qr_cap_descriptor *qr_api_descriptor_for(struct qr_app *app,
+                                                      const struct qr_backend *b)
+{
+    for (size_t i = 0; b && i < app->n_backends; i++) {
+        if (app->backends[i].b == b)
+            return descriptor_at(app, i);
+    }
+    return NULL;
+}
+
+const struct qr_cap_descriptor *qr_api_descriptor(struct qr_app *app)
+{
+    return app->n_backends ? descriptor_at(app, 0) : NULL;
+}
+
+struct qr_backend *qr_api_backend_find(struct qr_app *app, const char *id)
+{
+    for (size_t i = 0; id && i < app->n_backends; i++) {
+        if (!strcmp(qr_backend_id(app->backends[i].b), id))
+            return app->backends[i].b;
+    }
+    return NULL;
+}
+
+struct qr_backend *qr_api_backend_for_name(struct qr_app *app, const char *name)
+{
+    for (size_t i = 0; i < app->n_backends; i++) {
+        const char *id = qr_backend_id(app->backends[i].b);
+        const char *r;
+        for (size_t j = 0; (r = qr_catalog_reporter(app->catalog, name, j)); j++) {
+            if (!strcmp(r, id))
+                return app->backends[i].b;
+        }
+    }
+    return app->backend;
 }
 
 /* ---- backend-reported models join the registry ---- */
@@ -77,19 +120,21 @@ static void refresh_done(struct qr_backend *b, enum qr_err err, const struct qr_
     struct qr_app *app = arg;
     if (err) {
         if (err != QR_ERR_CANCELLED)
-            QR_LOG(QR_LOG_INFO, "backend models not listed yet", QR_LF_S("backend", b->vt->id),
+            QR_LOG(QR_LOG_INFO, "backend models not listed yet", QR_LF_S("backend", qr_backend_id(b)),
                    QR_LF_S("detail", diag ? diag->msg : qr_err_str(err)));
         return;
     }
     if (app->catalog)
-        qr_catalog_join_backend(app->catalog, b->vt->id, b->vt == &qr_backend_ollama, m, n);
+        qr_catalog_join_backend(app->catalog, qr_backend_id(b), b->vt == &qr_backend_ollama, m, n);
 }
 
 void qr_api_refresh_backend_models(struct qr_app *app)
 {
-    struct qr_backend *b = app->backend;
-    if (b && b->vt->list_models)
-        (void) b->vt->list_models(b, 5000, refresh_done, app);
+    for (size_t i = 0; i < app->n_backends; i++) {
+        struct qr_backend *b = app->backends[i].b;
+        if (b->vt->list_models)
+            (void) b->vt->list_models(b, 5000, refresh_done, app);
+    }
 }
 
 /* ---- helpers ---- */
@@ -134,29 +179,57 @@ static size_t body_cap(const struct qr_app *app)
 
 /* ---- GET /v1/backends ---- */
 
+/* "parallelism": a multi-node deployment's declared layout (configuration metadata). */
+static void add_parallelism(yyjson_mut_doc *doc, yyjson_mut_val *bo,
+                            const struct qr_backend_spec *s)
+{
+    const struct qr_backend_parallelism *p = s ? &s->parallelism : NULL;
+    if (!p || !(p->tensor_parallel_size || p->pipeline_parallel_size || p->data_parallel_size ||
+                p->nodes || p->expert_parallel))
+        return;
+    yyjson_mut_val *o = yyjson_mut_obj_add_obj(doc, bo, "parallelism");
+    if (p->tensor_parallel_size)
+        yyjson_mut_obj_add_uint(doc, o, "tensor_parallel_size", p->tensor_parallel_size);
+    if (p->pipeline_parallel_size)
+        yyjson_mut_obj_add_uint(doc, o, "pipeline_parallel_size", p->pipeline_parallel_size);
+    if (p->data_parallel_size)
+        yyjson_mut_obj_add_uint(doc, o, "data_parallel_size", p->data_parallel_size);
+    yyjson_mut_obj_add_bool(doc, o, "expert_parallel", p->expert_parallel);
+    if (p->nodes)
+        yyjson_mut_obj_add_uint(doc, o, "nodes", p->nodes);
+}
+
 void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
 {
-    const struct qr_cap_descriptor *d = qr_api_descriptor(app);
-    if (app->backend && !d) {
-        qr_api_send_error(req, 500, "invalid_backend_descriptor",
-                          "the configured backend's descriptor does not validate");
-        return;
+    for (size_t i = 0; i < app->n_backends; i++) {
+        if (!descriptor_at(app, i)) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "the descriptor of backend '%s' does not validate",
+                     qr_backend_id(app->backends[i].b));
+            qr_api_send_error(req, 500, "invalid_backend_descriptor", msg);
+            return;
+        }
     }
     yyjson_mut_val *root;
     yyjson_mut_doc *doc = new_doc(&root);
     yyjson_mut_obj_add_str(doc, root, "api_version", QR_ROUTE_API_VERSION);
     yyjson_mut_obj_add_str(doc, root, "contract_version", QR_CAP_CONTRACT);
-    yyjson_mut_obj_add_uint(doc, root, "count", d ? 1 : 0);
+    yyjson_mut_obj_add_uint(doc, root, "count", app->n_backends);
     yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, root, "backends");
-    yyjson_mut_val *bo = d ? yyjson_mut_arr_add_obj(doc, arr) : NULL;
-    if (d && (qr_cap_descriptor_add(d, doc, bo) || (qr_api_llamacpp_selected(app->cfg) &&
-                                                    qr_api_llamacpp_backend_extra(app, doc, bo)))) {
-        yyjson_mut_doc_free(doc);
-        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
-        return;
+    for (size_t i = 0; i < app->n_backends; i++) {
+        struct qr_backend *b = app->backends[i].b;
+        yyjson_mut_val *bo = yyjson_mut_arr_add_obj(doc, arr);
+        if (!bo || qr_cap_descriptor_add(descriptor_at(app, i), doc, bo) ||
+            (b == app->managed && qr_api_llamacpp_backend_extra(app, doc, bo))) {
+            yyjson_mut_doc_free(doc);
+            qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+            return;
+        }
+        yyjson_mut_obj_add_bool(doc, bo, "default", i == 0);
+        if (b->vt == &qr_backend_openai) /* live: what was probed and chosen, replicas */
+            qr_openai_describe_dialect(b, doc, bo);
+        add_parallelism(doc, bo, b->env.spec);
     }
-    if (d && app->backend->vt == &qr_backend_openai) /* live: what was probed and chosen */
-        qr_openai_describe_dialect(app->backend, doc, bo);
     send_doc(req, doc);
 }
 
@@ -211,47 +284,50 @@ static enum qr_err parse_route(yyjson_val *root, const char **model, const char 
     return QR_OK;
 }
 
-/* The one backend a plan considers: the configured one, with its current state. */
-static void route_backend(struct qr_app *app, struct qr_route_backend *rb)
+/* Backend i as the router sees it, with its current state. One event loop, and a plan is
+ * rendered before the next one is made, so static storage is enough for what the plan borrows. */
+static void route_backend(struct qr_app *app, size_t i, struct qr_route_backend *rb)
 {
+    static char builds[QR_BACKENDS_MAX][24], versions[QR_BACKENDS_MAX][64];
+    static const char *names[QR_BACKENDS_MAX][2];
+    struct qr_backend *b = app->backends[i].b;
     memset(rb, 0, sizeof(*rb));
-    rb->desc = qr_api_descriptor(app);
-    rb->healthy = app->backend && app->backend->state != QR_BACKEND_UNAVAILABLE;
+    rb->desc = descriptor_at(app, i);
+    rb->healthy = b->state != QR_BACKEND_UNAVAILABLE;
     /* a managed engine's build, by every name the ledger may use ("0.7.0", "b11669"), so the
-     * ledger's version-specific blocks apply to it; one event loop, and a plan is rendered before
-     * the next one is made, so static storage is enough for what the plan borrows */
-    if (app->backend && app->backend->vt == &qr_backend_llamacpp) {
-        static char build[24];
-        static const char *names[2];
-        const struct qr_llama_engine *eng = qr_llamacpp_engine(app->backend);
+     * ledger's version-specific blocks apply to it */
+    if (b->vt == &qr_backend_llamacpp) {
+        const struct qr_llama_engine *eng = qr_llamacpp_engine(b);
         size_t n = 0;
         if (eng && eng->version[0])
-            names[n++] = eng->version;
+            names[i][n++] = eng->version;
         if (eng && eng->build) {
-            snprintf(build, sizeof build, "b%u", (unsigned) eng->build);
-            names[n++] = build;
+            snprintf(builds[i], sizeof builds[i], "b%u", (unsigned) eng->build);
+            names[i][n++] = builds[i];
         }
-        rb->engine_versions = names;
+        rb->engine_versions = names[i];
         rb->n_engine_versions = n;
-    } else if (app->backend && app->backend->vt == &qr_backend_ollama) {
+    } else if (b->vt == &qr_backend_ollama) {
         /* the daemon's /api/version from the last readiness probe ("0.12.6"): the ledger's
          * Ollama blocks are version ranges */
-        static char version[64];
-        static const char *names[1];
-        snprintf(version, sizeof version, "%s", qr_ollama_engine_version(app->backend));
-        names[0] = version;
-        rb->engine_versions = names;
-        rb->n_engine_versions = version[0] ? 1 : 0;
+        snprintf(versions[i], sizeof versions[i], "%s", qr_ollama_engine_version(b));
+        names[i][0] = versions[i];
+        rb->engine_versions = names[i];
+        rb->n_engine_versions = versions[i][0] ? 1 : 0;
     }
 }
 
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env)
 {
-    route_backend(app, rb);
     memset(env, 0, sizeof(*env));
+    size_t n = 0;
+    for (size_t i = 0; i < app->n_backends; i++) {
+        route_backend(app, i, &rb[n]);
+        n += rb[n].desc != NULL; /* an invalid descriptor is never routed to */
+    }
     env->registry = app->catalog->registry;
     env->backends = rb;
-    env->n_backends = rb->desc ? 1 : 0;
+    env->n_backends = n;
     env->policies = app->catalog->policies;
     env->ledger = app->catalog->ledger;
     /* operator-declared until host discovery derives it; "" = unknown (only "*" policies match) */
@@ -349,9 +425,9 @@ static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
         yyjson_doc_free(in);
         return;
     }
-    struct qr_route_backend rb;
+    struct qr_route_backend rb[QR_BACKENDS_MAX];
     struct qr_router_env env;
-    qr_api_route_env(app, &rb, &env);
+    qr_api_route_env(app, rb, &env);
     env.opts.profile = profile;
     struct qr_route_plan plan;
     err = qr_router_plan(&env, &q, &plan, &diag);

@@ -42,6 +42,14 @@ enum qr_err qr_backend_new(const struct qr_backend_vtable *vt, const struct qr_b
         return QR_ERR_NOMEM;
     b->vt = vt;
     b->env = *env;
+    if (!b->env.spec && env->config) {
+        /* an environment built without one: the configuration's entry of this adapter's kind */
+        const char *kind = vt->id[0] == 'l' ? "llamacpp" : vt->id;
+        for (size_t i = 0; i < env->config->n_backends && !b->env.spec; i++) {
+            if (!strcmp(env->config->backends[i].kind, kind))
+                b->env.spec = &env->config->backends[i];
+        }
+    }
     b->state = QR_BACKEND_UNKNOWN;
     b->state_since_ms = now_ms();
     enum qr_err err = vt->open ? vt->open(b, diag) : QR_OK;
@@ -51,6 +59,20 @@ enum qr_err qr_backend_new(const struct qr_backend_vtable *vt, const struct qr_b
     }
     *out = b;
     return QR_OK;
+}
+
+const char *qr_backend_id(const struct qr_backend *b)
+{
+    return b->env.spec ? b->env.spec->id : b->vt->id;
+}
+
+const char *qr_backend_url(const struct qr_backend *b)
+{
+    const struct qr_backend_spec *s = b->env.spec;
+    if (s)
+        return s->n_urls ? s->urls[0] : "";
+    const struct qr_config *c = b->env.config;
+    return !strcmp(b->vt->id, "openai") ? c->openai_url : !strcmp(b->vt->id, "ollama") ? c->ollama_url : "";
 }
 
 void qr_backend_free(struct qr_backend *b)
@@ -66,7 +88,7 @@ void qr_backend_free(struct qr_backend *b)
 void qr_backend_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
 {
     yyjson_mut_obj_add_str(doc, obj, "contract_version", QR_BACKEND_CONTRACT);
-    yyjson_mut_obj_add_str(doc, obj, "id", b->vt->id);
+    yyjson_mut_obj_add_str(doc, obj, "id", qr_backend_id(b));
     yyjson_mut_obj_add_str(doc, obj, "kind", b->vt->kind);
     yyjson_mut_obj_add_str(doc, obj, "adapter_version", QR_VERSION);
     yyjson_mut_obj_add_str(doc, obj, "state", qr_backend_state_str(b->state));

@@ -46,6 +46,8 @@ struct qr_backend_env {
     struct event_base *base;
     struct qr_http_client *http;
     const struct qr_config *config; /* live config: reloadable values may change between calls */
+    const struct qr_backend_spec *spec; /* this instance's entry of config->backends; NULL: the
+                                           one entry of the adapter's kind (qr_backend_new) */
 };
 
 struct qr_backend {
@@ -111,6 +113,11 @@ struct qr_backend_vtable {
                                           const struct qr_diag *diag, void *arg),
                                void *arg);
 };
+
+/* The instance's id: its configured id ("vllm-a"), else the adapter's ("ollama"). */
+const char *qr_backend_id(const struct qr_backend *b);
+/* The instance's first (or only) base URL; "" when it has none (llama.cpp). */
+const char *qr_backend_url(const struct qr_backend *b);
 
 /* Create an instance of vt (zeroed, instance_size bytes) and open it. */
 enum qr_err qr_backend_new(const struct qr_backend_vtable *vt, const struct qr_backend_env *env,

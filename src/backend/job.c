@@ -60,7 +60,7 @@ static enum qr_err relay(void *arg, const struct qr_event *ev)
     struct qr_event named;
     if (ev->type == QR_EV_START && !ev->name.len) {
         named = *ev; /* the decoder does not know which backend it decodes for */
-        named.name = qr_slice_str(j->b->vt->id);
+        named.name = qr_slice_str(qr_backend_id(j->b));
         ev = &named;
     }
     enum qr_err err = j->fn(j->arg, ev);
@@ -94,7 +94,7 @@ static bool on_data(struct qr_http_call *call, const char *data, size_t len, voi
 static void fail_early(struct qr_job *j, enum qr_err err, const struct qr_diag *diag)
 {
     struct qr_event ev = {.type = QR_EV_START};
-    ev.name = qr_slice_str(j->b->vt->id);
+    ev.name = qr_slice_str(qr_backend_id(j->b));
     if (relay(j, &ev))
         return;
     memset(&ev, 0, sizeof(ev));
@@ -103,7 +103,7 @@ static void fail_early(struct qr_job *j, enum qr_err err, const struct qr_diag *
     ev.status = timeout ? 504 : 502;
     ev.code = qr_slice_str(timeout ? "upstream_timeout" : "upstream_error");
     char msg[700];
-    snprintf(msg, sizeof(msg), "backend '%s' failed: %s", j->b->vt->id,
+    snprintf(msg, sizeof(msg), "backend '%s' failed: %s", qr_backend_id(j->b),
              diag && diag->msg[0] ? diag->msg : qr_err_str(err));
     ev.message = qr_slice_str(msg);
     ev.retryable = true;
@@ -173,7 +173,7 @@ enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
     struct qr_diag diag = {{0}};
     if (qr_http_call_start(b->env.http, &opts, &diag, &j->call)) {
         e = qr_api_error_set(err, QR_ERR_UPSTREAM, 502, "upstream_error", "",
-                             "cannot reach backend '%s': %s", b->vt->id, diag.msg);
+                             "cannot reach backend '%s': %s", qr_backend_id(b), diag.msg);
         goto fail;
     }
     *out = j;

@@ -16,6 +16,7 @@
 #include <yyjson.h>
 
 #include "core/buf.h"
+#include "core/config_backends.h"
 
 enum type { T_STR, T_URL, T_ENUM, T_DURATION, T_BYTES, T_UINT, T_BOOL, T_PATH, T_PATHS, T_LISTEN };
 
@@ -543,6 +544,11 @@ static enum qr_err load_file(struct qr_config *cfg, const char *path, struct qr_
         int k = find_key_by_name(name);
         char who[160], num[32];
         snprintf(who, sizeof(who), "%s: key '%s'", path, name);
+        if (k < 0 && !strcmp(name, "backends")) {
+            if ((err = qr_cfg_backends_parse(cfg, val, who, diag)))
+                goto done;
+            continue;
+        }
         if (k < 0) {
             err = qr_diag_set(diag, QR_ERR_CONFIG, "%s is not a known setting", who);
             goto done;
@@ -734,7 +740,7 @@ enum qr_err qr_config_load(struct qr_config *cfg, int argc, char **argv, char **
         apply(cfg, QR_CFG_MODELS_DIR, b.ptr, "models_dir", QR_SRC_DEFAULT, NULL);
         qr_buf_cleanup(&b);
     }
-    if ((err = validate(cfg, diag)))
+    if ((err = validate(cfg, diag)) || (err = qr_cfg_backends_finish(cfg, envp, diag)))
         goto fail;
     return QR_OK;
 fail:
@@ -772,6 +778,8 @@ enum qr_err qr_config_reload(struct qr_config *cfg, int argc, char **argv, char 
         set_raw(cfg, k, fresh.raw[k]);
         cfg->source[k] = fresh.source[k];
     }
+    if (!qr_cfg_backends_equal(cfg, &fresh))
+        qr_buf_appendf(&w, "%s%s", w.len ? ", " : "", "backends");
     if (warn)
         snprintf(warn->msg, sizeof(warn->msg), "%s", w.ptr ? w.ptr : "");
     qr_buf_cleanup(&w);
@@ -791,6 +799,7 @@ void qr_config_cleanup(struct qr_config *cfg)
         free(cfg->raw[k]);
         cfg->raw[k] = NULL;
     }
+    qr_cfg_backends_free(cfg);
     free(cfg->listen_host);
     free(cfg->config_file);
     cfg->listen_host = NULL;
@@ -821,6 +830,7 @@ void qr_config_print(const struct qr_config *cfg, bool json, FILE *out)
                 cfg->backend, shown_value(cfg, QR_CFG_OLLAMA_URL, tmp, sizeof(tmp)),
                 cfg->allow_model_mutation ? "true" : "false",
                 cfg->auth_token[0] ? "true" : "false");
+        qr_cfg_backends_print_text(cfg, out);
         return;
     }
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
@@ -853,6 +863,7 @@ void qr_config_print(const struct qr_config *cfg, bool json, FILE *out)
         yyjson_mut_obj_add_val(doc, c, d->key, e);
     }
     yyjson_mut_obj_add_bool(doc, root, "listen_loopback", cfg->listen_loopback);
+    qr_cfg_backends_print_json(cfg, doc, root);
     char *text = yyjson_mut_write(doc, YYJSON_WRITE_PRETTY_TWO_SPACES, NULL);
     if (text)
         fprintf(out, "%s\n", text);

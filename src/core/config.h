@@ -57,6 +57,31 @@ enum qr_config_key {
     QR_CFG__COUNT
 };
 
+/* One backend the daemon runs requests on (docs/CONFIGURATION.md "Backends"). Without a
+ * `backends` list in the config file there is exactly one, built from `backend` and its URL
+ * settings, with the kind's name as id ("ollama", "openai", "llama.cpp"). Not reloadable. */
+#define QR_BACKENDS_MAX    16u /* entries of `backends` */
+#define QR_BACKEND_ID_MAX  32u /* bytes of an id, NUL excluded (registry remotes' limit) */
+#define QR_BACKEND_URL_MAX 64u /* replicas of one entry */
+
+struct qr_backend_parallelism { /* a multi-node deployment registered as one backend; 0 unknown */
+    uint64_t tensor_parallel_size, pipeline_parallel_size, data_parallel_size, nodes;
+    bool expert_parallel;
+};
+
+struct qr_backend_spec {
+    char *id;    /* unique, [a-z0-9][a-z0-9._-]* */
+    char *kind;  /* "llamacpp" | "ollama" | "openai" */
+    char **urls; /* ollama: one; openai: 1..QR_BACKEND_URL_MAX replicas; llamacpp: none */
+    size_t n_urls;
+    char *dialect;         /* openai: auto|vllm|mlx-lm|llama-server|generic */
+    char *reasoning_field; /* openai: "reasoning_content" | "reasoning"; NULL = the dialect's */
+    char *api_key_env;     /* openai: the environment variable holding the upstream key; NULL */
+    char *api_key;         /* secret: its value at load ("" none); never printed */
+    struct qr_backend_parallelism parallelism;
+    bool listed; /* false: the single backend built from `backend` (no `backends` list) */
+};
+
 struct qr_config {
     /* listen, split and classified */
     char *listen;
@@ -97,6 +122,8 @@ struct qr_config {
     uint64_t idle_timeout_ms;
     uint64_t shutdown_timeout_ms;
 
+    struct qr_backend_spec *backends; /* owned; [0] is the default backend; never empty */
+    size_t n_backends;
     char *config_file;        /* path given with --config, or NULL */
     char *raw[QR_CFG__COUNT]; /* canonical text of each value (owned), for printing and reload */
     enum qr_config_source source[QR_CFG__COUNT];
@@ -132,6 +159,9 @@ enum qr_err qr_config_parse_bool(const char *s, bool *out);
  * (caller frees). Loopback = "localhost" (any case) or a 127.0.0.0/8 or ::1 literal. */
 enum qr_err qr_config_parse_listen(const char *s, char **out_host, uint16_t *out_port,
                                    bool *out_loopback);
+/* The entry with this id, or NULL. */
+const struct qr_backend_spec *qr_config_backend_find(const struct qr_config *cfg, const char *id);
+
 /* http(s) URL with a host, no userinfo, no fragment. */
 enum qr_err qr_config_check_url(const char *s, struct qr_diag *diag);
 

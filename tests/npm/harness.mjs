@@ -227,7 +227,8 @@ export class Replay extends Child {
  * Port from its JSON "quantum-runtime listening" log line.
  */
 export class Daemon extends Child {
-  constructor(backend, replay, extraEnv = {}) {
+  /** backend null: none set (a `backends` list in a --config file given in extraArgs). */
+  constructor(backend, replay, extraEnv = {}, extraArgs = []) {
     const env = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('QUANTUM_RUNTIME_')) env[k] = v;
     const state = fs.mkdtempSync(path.join(os.tmpdir(), 'qr-npm-state-'));
@@ -235,14 +236,14 @@ export class Daemon extends Child {
       QUANTUM_RUNTIME_LISTEN: '127.0.0.1:0',
       QUANTUM_RUNTIME_STATE_DIR: state,
       QUANTUM_RUNTIME_LOG_LEVEL: 'info',
-      QUANTUM_RUNTIME_BACKEND: backend,
+      ...(backend ? {QUANTUM_RUNTIME_BACKEND: backend} : {}),
       QUANTUM_RUNTIME_AUTH_TOKEN: TOKEN,
       // the unused URL points at the discard port: nothing listens there in a sandbox
       QUANTUM_RUNTIME_OLLAMA_URL: backend === 'ollama' ? replay.url : 'http://127.0.0.1:9',
       QUANTUM_RUNTIME_OPENAI_URL: backend === 'openai' ? replay.url : 'http://127.0.0.1:9',
       ...extraEnv,
     });
-    super(`quantum-runtime(${backend})`, [DAEMON, 'serve'], env);
+    super(`quantum-runtime(${backend ?? 'configured'})`, [DAEMON, 'serve', ...extraArgs], env);
     this.backend = backend;
     this.extraDirs = [state];
   }

@@ -323,7 +323,7 @@ fail:
 static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const char *target)
 {
     struct proxy *p = calloc(1, sizeof(*p));
-    if (!p || build_url(p, b->env.config->ollama_url, target)) {
+    if (!p || build_url(p, qr_backend_url(b), target)) {
         free(p);
         send_error(req, 500, "internal_error", "out of memory");
         return;
@@ -382,7 +382,7 @@ static enum qr_err ollama_probe(struct qr_backend *b, uint32_t timeout_ms, qr_ba
     if (!pr)
         return QR_ERR_NOMEM;
     *pr = (struct vprobe){(struct ollama *) b, cb, arg};
-    enum qr_err err = qr_fetch(b, b->env.config->ollama_url, "/api/version", NULL, timeout_ms,
+    enum qr_err err = qr_fetch(b, qr_backend_url(b), "/api/version", NULL, timeout_ms,
                                64 * 1024, version_done, pr);
     if (err)
         free(pr);
@@ -472,7 +472,7 @@ static enum qr_err ojob_start(struct ojob *j, const struct qr_ollama_show *show,
     struct qr_dialect d;
     enum qr_err e = plan(&j->req, show, why, &d, err);
     if (!e)
-        e = qr_job_start_http(&j->o->base, &d, j->o->base.env.config->ollama_url, NULL, &j->req,
+        e = qr_job_start_http(&j->o->base, &d, qr_backend_url(&j->o->base), NULL, &j->req,
                               ojob_relay, j, &j->inner, err);
     if (!e && j->paused)
         qr_job_pause(j->inner);
@@ -524,7 +524,7 @@ static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *
     if (req->op == QR_OP_RERANK) { /* refused by the codec at once: nothing to describe */
         struct qr_dialect d;
         qr_dialect_default(&d, QR_UP_OLLAMA);
-        return qr_job_start_http(b, &d, b->env.config->ollama_url, NULL, req, fn, arg, out, err);
+        return qr_job_start_http(b, &d, qr_backend_url(b), NULL, req, fn, arg, out, err);
     }
     struct ojob *j = calloc(1, sizeof(*j));
     if (!j || !(j->handle = qr_job_new_custom(&ojob_ops, j))) {
@@ -538,7 +538,7 @@ static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *
     struct qr_ollama_show show;
     struct qr_diag why = {{0}};
     enum qr_err e = QR_OK;
-    switch (qr_ollama_show_get(o->shows, req->model, b->env.config->ollama_url, on_show, j, &show,
+    switch (qr_ollama_show_get(o->shows, req->model, qr_backend_url(b), on_show, j, &show,
                                &why, &j->wait)) {
     case QR_OLLAMA_SHOW_HIT:
         e = ojob_start(j, &show, NULL, err);
@@ -618,7 +618,7 @@ static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms,
     if (!ctx)
         return QR_ERR_NOMEM;
     *ctx = (struct models_ctx){(struct ollama *) b, cb, arg};
-    enum qr_err err = qr_fetch_models(b, b->env.config->ollama_url, "/api/tags", NULL, timeout_ms,
+    enum qr_err err = qr_fetch_models(b, qr_backend_url(b), "/api/tags", NULL, timeout_ms,
                                       "models", tags_row, models_seen, ctx);
     if (err)
         free(ctx);
@@ -670,7 +670,7 @@ static void add_caps(yyjson_mut_doc *doc, yyjson_mut_val *caps)
 static void ollama_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
 {
     yyjson_mut_obj_add_str(doc, obj, "execution_mode", "external");
-    yyjson_mut_obj_add_strcpy(doc, obj, "endpoint", b->env.config->ollama_url);
+    yyjson_mut_obj_add_strcpy(doc, obj, "endpoint", qr_backend_url(b));
     yyjson_mut_val *caps = yyjson_mut_obj(doc);
     add_caps(doc, caps);
     yyjson_mut_obj_add_val(doc, obj, "capabilities", caps);

@@ -18,6 +18,7 @@
 #include "backend/job.h"
 #include "backend/openai/openai.h"
 #include "backend/openai/profile.h"
+#include "backend/openai/replicated.h"
 #include "core/log.h"
 
 #define PROBE_BODY_MAX 4096 /* /version, /health bodies kept for detection */
@@ -30,6 +31,7 @@ struct oa_backend {
     bool detecting;            /* a probe is running detection */
     char version[QR_OA_MAX_VERSION]; /* "" unknown */
     char why[320];
+    struct qr_oa_replicas *replicas; /* several urls: balanced (replicated.h); NULL for one */
 };
 
 static struct oa_backend *oa(struct qr_backend *b)
@@ -39,24 +41,35 @@ static struct oa_backend *oa(struct qr_backend *b)
 
 static const char *key(const struct qr_backend *b)
 {
-    return b->env.config->openai_api_key;
+    return b->env.spec ? b->env.spec->api_key : b->env.config->openai_api_key;
 }
 
 static const char *url(const struct qr_backend *b)
 {
-    return b->env.config->openai_url;
+    return qr_backend_url(b);
 }
 
-/* The openai_dialect setting ("auto" when unset, e.g. a hand-built config). */
+/* Where probes and model lists go: an admitted replica (the first URL when every one is
+ * ejected, so the answer says why), or the one URL. */
+static const char *live_url(struct qr_backend *b)
+{
+    struct oa_backend *ob = (struct oa_backend *) b;
+    const char *u = ob->replicas ? qr_oa_replicas_probe_url(ob->replicas) : NULL;
+    return u ? u : url(b);
+}
+
+/* The dialect setting ("auto" when unset, e.g. a hand-built config). */
 static const char *setting(const struct qr_backend *b)
 {
-    const char *s = b->env.config->openai_dialect;
+    const char *s = b->env.spec ? b->env.spec->dialect : b->env.config->openai_dialect;
     return s && s[0] ? s : "auto";
 }
 
-/* An explicit openai_reasoning_field wins over the profile; NULL when it is the default. */
+/* An explicit reasoning field wins over the profile; NULL when none was configured. */
 static const char *reasoning_override(const struct qr_backend *b)
 {
+    if (b->env.spec)
+        return b->env.spec->reasoning_field;
     const struct qr_config *c = b->env.config;
     return c->source[QR_CFG_OPENAI_REASONING_FIELD] != QR_SRC_DEFAULT ? c->openai_reasoning_field
                                                                       : NULL;
@@ -88,6 +101,14 @@ static enum qr_err openai_open(struct qr_backend *b, struct qr_diag *diag)
         return err;
     ob->decided = !is_auto;
     ob->version_known = ob->prof.version_path[0] == 0;
+    const struct qr_backend_spec *spec = b->env.spec;
+    if (spec && spec->n_urls > 1) {
+        /* ob->prof is replaced in place when detection decides: its health_path stays valid */
+        ob->replicas = qr_oa_replicas_new(b, (const char *const *) spec->urls, spec->n_urls,
+                                          ob->prof.health_path, diag);
+        if (!ob->replicas)
+            return QR_ERR_CONFIG;
+    }
     if (is_auto) {
         snprintf(ob->why, sizeof(ob->why),
                  "openai_dialect=auto: not probed yet (generic meanwhile)");
@@ -104,6 +125,7 @@ enum step { S_VERSION, S_PROPS, S_DETECT_HEALTH, S_HEALTH };
 
 struct probe {
     struct oa_backend *ob;
+    const char *url; /* the replica (or the one URL) this probe asks */
     qr_backend_probe_fn cb;
     void *arg;
     uint32_t timeout_ms;
@@ -143,7 +165,7 @@ static void finish(struct probe *p, enum qr_err err, const struct qr_diag *diag)
 static void next(struct probe *p, enum step s)
 {
     p->step = s;
-    enum qr_err err = qr_fetch(&p->ob->base, url(&p->ob->base), step_path(p), key(&p->ob->base),
+    enum qr_err err = qr_fetch(&p->ob->base, p->url, step_path(p), key(&p->ob->base),
                                p->timeout_ms, 64 * 1024, step_done, p);
     if (err) {
         struct qr_diag d;
@@ -259,8 +281,9 @@ static enum qr_err openai_probe(struct qr_backend *b, uint32_t timeout_ms, qr_ba
         first = S_VERSION;
     }
     p->step = first;
+    p->url = live_url(b);
     enum qr_err err =
-        qr_fetch(b, url(b), step_path(p), key(b), timeout_ms, 64 * 1024, step_done, p);
+        qr_fetch(b, p->url, step_path(p), key(b), timeout_ms, 64 * 1024, step_done, p);
     if (err) {
         if (p->detect)
             ob->detecting = false;
@@ -285,6 +308,8 @@ static enum qr_err openai_submit(struct qr_backend *b, const struct qr_request *
                QR_LF_S("dialect", d.dialect_name),
                QR_LF_B("temperature", d.default_temperature_set && !req->sampling.temperature.set),
                QR_LF_B("max_tokens", d.default_max_tokens > 0 && !req->max_tokens.set));
+    if (ob->replicas)
+        return qr_oa_replicas_submit(ob->replicas, &d, key(b), req, fn, arg, out, err);
     return qr_job_start_http(b, &d, url(b), key(b), req, fn, arg, out, err);
 }
 
@@ -309,8 +334,8 @@ static bool models_row(yyjson_val *m, struct qr_backend_model *r)
 static enum qr_err openai_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
                                       void *arg)
 {
-    return qr_fetch_models(b, url(b), "/v1/models", key(b), timeout_ms, "data", models_row, cb,
-                           arg);
+    return qr_fetch_models(b, live_url(b), "/v1/models", key(b), timeout_ms, "data", models_row,
+                           cb, arg);
 }
 
 /* "dialect": what was configured, what was probed, what was chosen and why, and the knobs. */
@@ -369,8 +394,17 @@ static void describe_dialect(struct oa_backend *ob, yyjson_mut_doc *doc, yyjson_
 
 void qr_openai_describe_dialect(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
 {
-    if (ALWAYS(b->vt == &qr_backend_openai))
-        describe_dialect(oa(b), doc, obj);
+    if (!ALWAYS(b->vt == &qr_backend_openai))
+        return;
+    describe_dialect(oa(b), doc, obj);
+    if (oa(b)->replicas)
+        qr_oa_replicas_describe(oa(b)->replicas, doc, obj);
+}
+
+static void openai_close(struct qr_backend *b)
+{
+    qr_oa_replicas_free(oa(b)->replicas);
+    oa(b)->replicas = NULL;
 }
 
 static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
@@ -406,7 +440,7 @@ static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mu
     };
     const struct qr_oa_profile *prof = &oa(b)->prof;
     yyjson_mut_obj_add_str(doc, obj, "execution_mode", "external");
-    yyjson_mut_obj_add_strcpy(doc, obj, "endpoint", b->env.config->openai_url);
+    yyjson_mut_obj_add_strcpy(doc, obj, "endpoint", url(b));
     yyjson_mut_val *caps = yyjson_mut_obj(doc);
     for (size_t i = 0; i < QR_ARRAY_LEN(rows); i++) {
         const char *state = rows[i].state;
@@ -432,6 +466,7 @@ const struct qr_backend_vtable qr_backend_openai = {
     .kind = "openai-compatible",
     .instance_size = sizeof(struct oa_backend),
     .open = openai_open,
+    .close = openai_close,
     .describe = openai_describe,
     .probe = openai_probe,
     .proxy = NULL,

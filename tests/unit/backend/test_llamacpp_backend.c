@@ -430,7 +430,7 @@ static int group_setup(void **state)
     if (!F.base || qr_http_client_new(F.base, &d, &F.http) != QR_OK)
         return -1;
     F.cfg.upstream_timeout_ms = 60000;
-    struct qr_backend_env env = {F.base, F.http, &F.cfg};
+    struct qr_backend_env env = {F.base, F.http, &F.cfg, NULL};
     if (qr_backend_new(&qr_backend_llamacpp, &env, &d, &F.b) != QR_OK)
         return -1;
     if (have_engine) {
@@ -1111,7 +1111,7 @@ static void test_load_queue_bounded(void **state)
 static void test_engine_fails_to_start(void **state)
 {
     struct qr_backend *keep = F.b;
-    struct qr_backend_env env = {F.base, F.http, &F.cfg};
+    struct qr_backend_env env = {F.base, F.http, &F.cfg, NULL};
     struct qr_diag d = {{0}};
     assert_int_equal(qr_backend_new(&qr_backend_llamacpp, &env, &d, &F.b), QR_OK);
     /* unconfigured: refused, unavailable */
@@ -1532,7 +1532,7 @@ static void test_fake_engine_guards(void **state)
     if (!have_python()) /* scripts/setup installs python3 (setup.lock): never skipped silently */
         fail_msg("python3 not found: run scripts/setup");
     struct qr_backend *keep = F.b;
-    struct qr_backend_env env = {F.base, F.http, &F.cfg};
+    struct qr_backend_env env = {F.base, F.http, &F.cfg, NULL};
     struct qr_diag d = {{0}};
     assert_int_equal(qr_backend_new(&qr_backend_llamacpp, &env, &d, &F.b), QR_OK);
     struct qr_llamacpp_options o = base_options(F.fake_py);
