@@ -204,8 +204,8 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
         struct qr_backend_env env = {
             .base = base, .http = app->client, .config = cfg, .spec = spec};
         const struct qr_backend_vtable *vt = !strcmp(spec->kind, "llamacpp") ? &qr_backend_llamacpp
-                                             : !strcmp(spec->kind, "openai")  ? &qr_backend_openai
-                                                                              : &qr_backend_ollama;
+                                             : !strcmp(spec->kind, "openai") ? &qr_backend_openai
+                                                                             : &qr_backend_ollama;
         if ((err = qr_backend_new(vt, &env, diag, &app->backends[i].b)))
             goto fail;
         app->n_backends = i + 1;

@@ -693,8 +693,9 @@ bool qr_api_infer_governed(struct qr_app *app, const char *model)
     struct qr_route_plan plan;
     struct qr_diag diag = {{0}};
     (void) qr_router_plan(&env, &q, &plan, &diag);
-    bool planned = plan.status == QR_ROUTE_OK &&
-                   (plan.n_policies > 0 || qr_api_backend_find(app, plan.backend_id) != app->backend);
+    bool planned =
+        plan.status == QR_ROUTE_OK &&
+        (plan.n_policies > 0 || qr_api_backend_find(app, plan.backend_id) != app->backend);
     qr_route_plan_cleanup(&plan);
     return planned;
 }

@@ -1128,14 +1128,19 @@ static const char *done_reason(enum qr_finish f)
     return NULL;
 }
 
-/* ,"done":true[,"done_reason":".."][,metrics]} -- metrics omitted when unknown or 0 as Ollama's
- * omitempty does. */
-static enum qr_err done_tail(struct qr_buf *out, enum qr_finish f, const struct qr_usage *u)
+/* ,"done":true[,"done_reason":".."][,"context":[..]][,metrics]} -- metrics omitted when unknown
+ * or 0 as Ollama's omitempty does; context: /api/generate's tokens as the engine gave them. */
+static enum qr_err done_tail(struct qr_buf *out, enum qr_finish f, struct qr_slice context,
+                             const struct qr_usage *u)
 {
     TRY(qr_buf_puts(out, ",\"done\":true"));
     const char *r = done_reason(f);
     if (r)
         TRY(qr_buf_appendf(out, ",\"done_reason\":\"%s\"", r));
+    if (context.len) {
+        TRY(qr_buf_puts(out, ",\"context\":"));
+        TRY(qr_buf_append(out, context.ptr, context.len));
+    }
     if (u) {
         const struct {
             const char *key;
@@ -1279,7 +1284,8 @@ static enum qr_err emit_call(struct qr_ollama_enc *e, size_t index, struct qr_bu
 
 /* The final line(s). finished is set only once they are written, so that after a failure here
  * the caller can still end the stream with an ERROR event. */
-static enum qr_err on_done(struct qr_ollama_enc *e, enum qr_finish f, struct qr_buf *out)
+static enum qr_err on_done(struct qr_ollama_enc *e, enum qr_finish f, struct qr_slice context,
+                           struct qr_buf *out)
 {
     if (f == QR_FINISH_CANCELLED || f == QR_FINISH_ERROR) { /* never a successful done line */
         TRY(qr_ollama_error_line(
@@ -1296,7 +1302,9 @@ static enum qr_err on_done(struct qr_ollama_enc *e, enum qr_finish f, struct qr_
         TRY(qr_buf_puts(out, "\"message\":{\"role\":\"assistant\",\"content\":\"\"}"));
     else
         TRY(qr_buf_puts(out, "\"response\":\"\""));
-    return done_tail(out, f, e->has_usage ? &e->usage : NULL);
+    if (e->req->op == QR_OP_CHAT)
+        context = (struct qr_slice){NULL, 0}; /* a generate-only field */
+    return done_tail(out, f, context, e->has_usage ? &e->usage : NULL);
 }
 
 static enum qr_err on_error(const struct qr_event *ev, struct qr_buf *out)
@@ -1343,7 +1351,7 @@ enum qr_err qr_ollama_enc_event(struct qr_ollama_enc *e, const struct qr_event *
         return QR_OK;
     case QR_EV_DONE:
     case QR_EV_ERROR:
-        TRY(ev->type == QR_EV_DONE ? on_done(e, ev->finish, out) : on_error(ev, out));
+        TRY(ev->type == QR_EV_DONE ? on_done(e, ev->finish, ev->context, out) : on_error(ev, out));
         e->finished = true;
         qr_ollama_enc_cleanup(e);
         return QR_OK;
@@ -1362,7 +1370,11 @@ static enum qr_err embed_vec(struct qr_buf *out, const float *v, size_t dims)
     for (size_t i = 0; i < dims; i++) {
         if (!isfinite(v[i]))
             return QR_ERR_UPSTREAM;
-        TRY(qr_buf_appendf(out, i ? ",%.9g" : "%.9g", (double) v[i]));
+        char num[32];
+        size_t n = qr_fmt_float32(num, v[i]);
+        if (i)
+            TRY(qr_buf_puts(out, ","));
+        TRY(qr_buf_append(out, num, n));
     }
     return qr_buf_puts(out, "]");
 }
@@ -1444,7 +1456,8 @@ enum qr_err qr_ollama_enc_answer(struct qr_ollama_enc *e, const struct qr_answer
     }
     if (chat)
         TRY(qr_buf_puts(out, "}"));
-    return done_tail(out, a->finish, a->has_usage ? &a->usage : NULL);
+    struct qr_slice context = {a->context.ptr, chat ? 0 : a->context.len};
+    return done_tail(out, a->finish, context, a->has_usage ? &a->usage : NULL);
 }
 
 enum qr_err qr_ollama_enc_load(struct qr_ollama_enc *e, bool unload, struct qr_buf *out)

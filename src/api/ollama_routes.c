@@ -502,11 +502,21 @@ static void adopt(struct qr_app *app, struct qr_http_req *req)
     qr_backend_proxy(app->backend, req, qr_http_req_target(req)); /* re-reads the body */
 }
 
-/* /api/chat, /api/generate, /api/embed(dings) on a backend that could pass them through: a
- * registry model that a model policy governs on this host, or one another configured backend
- * serves, is planned and runs through the canonical pipeline, so only what the policy lets
- * through reaches the engine (docs/POLICY.md "In the request path"); everything else is adopted
- * byte for byte. A body that cannot be read or parsed is left to Ollama, as before. */
+/* Does the request ask for what the canonical contract does not carry back (token logprobs)?
+ * Such a request keeps Ollama's own answer: it is passed through. */
+static bool wants_unmodeled(yyjson_val *root)
+{
+    yyjson_val *lp = yyjson_obj_get(root, "logprobs"), *top = yyjson_obj_get(root, "top_logprobs");
+    return (lp && !yyjson_is_null(lp) && !(yyjson_is_bool(lp) && !yyjson_get_bool(lp))) ||
+           (top && !yyjson_is_null(top) && !(yyjson_is_int(top) && yyjson_get_sint(top) == 0));
+}
+
+/* /api/chat, /api/generate, /api/embed(dings) on a backend that could pass them through run
+ * through the canonical pipeline (think sent explicitly, tool calls normalized, the policy's
+ * knobs only: docs/POLICY.md "In the request path"). Passed through byte for byte instead: a
+ * body without a model name or that cannot be parsed (Ollama answers it), a request for what the
+ * contract does not carry back (logprobs), and, with ollama_passthrough, every model that no
+ * model policy governs and no other configured backend serves. */
 static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err err, enum qr_op op,
                        bool legacy)
 {
@@ -519,8 +529,10 @@ static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err 
     }
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
-    const char *name = jstr(yyjson_doc_get_root(in), "model", NULL);
-    bool planned = name && name[0] && qr_api_infer_governed(app, name);
+    yyjson_val *root = yyjson_doc_get_root(in);
+    const char *name = jstr(root, "model", NULL);
+    bool planned = name && name[0] && !wants_unmodeled(root) &&
+                   (!app->cfg->ollama_passthrough || qr_api_infer_governed(app, name));
     yyjson_doc_free(in);
     if (planned)
         qr_api_infer(app, req, QR_PROTO_OLLAMA, op, legacy); /* re-reads the body */

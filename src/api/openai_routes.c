@@ -112,8 +112,7 @@ static yyjson_mut_val *model_entry(yyjson_mut_doc *doc, const struct qr_backend 
     yyjson_mut_obj_add_strcpy(doc, e, "id", m->id);
     yyjson_mut_obj_add_str(doc, e, "object", "model");
     yyjson_mut_obj_add_int(doc, e, "created", m->created);
-    yyjson_mut_obj_add_strcpy(doc, e, "owned_by",
-                              m->owned_by[0] ? m->owned_by : qr_backend_id(b));
+    yyjson_mut_obj_add_strcpy(doc, e, "owned_by", m->owned_by[0] ? m->owned_by : qr_backend_id(b));
     /* Runtime fields: ignored by OpenAI clients, read by Runtime-aware ones. */
     yyjson_mut_obj_add_strcpy(doc, e, "backend", qr_backend_id(b));
     if (m->context_length >= 0)
@@ -294,8 +293,8 @@ static void models_done(struct qr_backend *b, enum qr_err err, const struct qr_b
         snprintf(set->err, sizeof(set->err), "cannot list the models of backend '%s': %s",
                  qr_backend_id(b), diag ? diag->msg : qr_err_str(err));
     } else if (set) {
-        qr_catalog_join_backend(ctx->app->catalog, qr_backend_id(b), b->vt == &qr_backend_ollama,
-                                m, n);
+        qr_catalog_join_backend(ctx->app->catalog, qr_backend_id(b), b->vt == &qr_backend_ollama, m,
+                                n);
         set->rows = calloc(n ? n : 1, sizeof(*set->rows));
         if (!set->rows)
             abort();

@@ -120,7 +120,8 @@ static void refresh_done(struct qr_backend *b, enum qr_err err, const struct qr_
     struct qr_app *app = arg;
     if (err) {
         if (err != QR_ERR_CANCELLED)
-            QR_LOG(QR_LOG_INFO, "backend models not listed yet", QR_LF_S("backend", qr_backend_id(b)),
+            QR_LOG(QR_LOG_INFO, "backend models not listed yet",
+                   QR_LF_S("backend", qr_backend_id(b)),
                    QR_LF_S("detail", diag ? diag->msg : qr_err_str(err)));
         return;
     }

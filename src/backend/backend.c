@@ -72,7 +72,9 @@ const char *qr_backend_url(const struct qr_backend *b)
     if (s)
         return s->n_urls ? s->urls[0] : "";
     const struct qr_config *c = b->env.config;
-    return !strcmp(b->vt->id, "openai") ? c->openai_url : !strcmp(b->vt->id, "ollama") ? c->ollama_url : "";
+    return !strcmp(b->vt->id, "openai")   ? c->openai_url
+           : !strcmp(b->vt->id, "ollama") ? c->ollama_url
+                                          : "";
 }
 
 void qr_backend_free(struct qr_backend *b)

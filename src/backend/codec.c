@@ -440,6 +440,7 @@ enum qr_err qr_dec_done(struct qr_upstream_dec *dec)
     ev.type = QR_EV_DONE;
     ev.finish = f;
     ev.raw_finish = qr_slice_str(dec->raw_finish);
+    ev.context = (struct qr_slice){dec->context.ptr, dec->context.len};
     return qr_dec_emit(dec, &ev);
 }
 
@@ -518,6 +519,7 @@ enum qr_err qr_upstream_dec_new(const struct qr_dialect *d, const struct qr_requ
     }
     qr_buf_init(&dec->in, dec->in_max);
     qr_buf_init(&dec->data, ev_max);
+    qr_buf_init(&dec->context, ev_max);
     qr_usage_init(&dec->usage);
     qr_usage_init(&dec->usage_fb);
     qr_toolcalls_init(&dec->tc, 0, ev_max);
@@ -539,6 +541,7 @@ void qr_upstream_dec_free(struct qr_upstream_dec *dec)
         return;
     qr_buf_cleanup(&dec->in);
     qr_buf_cleanup(&dec->data);
+    qr_buf_cleanup(&dec->context);
     qr_toolcalls_cleanup(&dec->tc);
     free(dec->pool);
     free(dec);

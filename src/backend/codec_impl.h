@@ -41,6 +41,7 @@ struct qr_upstream_dec {
     bool finish_seen; /* the upstream gave a finish reason */
     enum qr_finish finish;
     char raw_finish[64];
+    struct qr_buf context; /* Ollama generate's final "context" array (raw JSON), "" none */
     struct qr_usage usage;
     bool have_usage;
     struct qr_usage usage_fb; /* counts derived from llama-server timings, used when missing */

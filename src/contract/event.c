@@ -110,8 +110,8 @@ void qr_answer_init(struct qr_answer *a, size_t max_bytes)
 {
     memset(a, 0, sizeof(*a));
     a->max_bytes = max_bytes ? max_bytes : SIZE_MAX / 2;
-    struct qr_buf *bufs[] = {&a->model,      &a->content,       &a->reasoning,  &a->raw_finish,
-                             &a->error_code, &a->error_message, &a->upstream_id};
+    struct qr_buf *bufs[] = {&a->model,      &a->content,       &a->reasoning,   &a->raw_finish,
+                             &a->error_code, &a->error_message, &a->upstream_id, &a->context};
     for (size_t i = 0; i < QR_ARRAY_LEN(bufs); i++)
         qr_buf_init(bufs[i], a->max_bytes);
     qr_usage_init(&a->usage);
@@ -121,8 +121,8 @@ void qr_answer_init(struct qr_answer *a, size_t max_bytes)
 
 void qr_answer_cleanup(struct qr_answer *a)
 {
-    struct qr_buf *bufs[] = {&a->model,      &a->content,       &a->reasoning,  &a->raw_finish,
-                             &a->error_code, &a->error_message, &a->upstream_id};
+    struct qr_buf *bufs[] = {&a->model,      &a->content,       &a->reasoning,   &a->raw_finish,
+                             &a->error_code, &a->error_message, &a->upstream_id, &a->context};
     for (size_t i = 0; i < QR_ARRAY_LEN(bufs); i++)
         qr_buf_cleanup(bufs[i]);
     for (size_t i = 0; i < a->n_calls; i++) {
@@ -303,6 +303,8 @@ static enum qr_err add_final(struct qr_answer *a, const struct qr_event *ev)
         }
         a->done = true;
         a->finish = ev->finish;
+        if (ev->context.len && (err = put_once(&a->context, ev->context)))
+            return err;
         return put_once(&a->raw_finish, ev->raw_finish);
     }
     a->failed = true;

@@ -75,6 +75,8 @@ struct qr_event {
     struct qr_usage usage;      /* USAGE; META: cached_tokens */
     enum qr_finish finish;      /* DONE */
     struct qr_slice raw_finish; /* DONE: the upstream's own reason string, e.g. "abort" */
+    struct qr_slice context;    /* DONE: Ollama /api/generate's "context" token array (raw JSON),
+                                   handed back to Ollama clients unchanged; empty when none */
     /* ERROR */
     int status;           /* HTTP status to use when nothing was sent yet (502, 504, 400...) */
     struct qr_slice code; /* machine-readable, e.g. "upstream_error" */
@@ -118,6 +120,7 @@ struct qr_answer {
     bool has_usage;
     enum qr_finish finish;
     struct qr_buf raw_finish;
+    struct qr_buf context; /* DONE's context (raw JSON array), "" when none */
     bool done;
     bool failed; /* an ERROR event arrived */
     int error_status;

@@ -145,3 +145,50 @@ char *qr_buf_take(struct qr_buf *b, size_t *out_len)
     b->cap = 0;
     return p;
 }
+
+/* Reads back as v? */
+static bool f32_exact(const char *s, float v)
+{
+    return strtof(s, NULL) == v;
+}
+
+/* The fewest digits that read back as v. */
+static size_t f32_fewest_digits(char buf[32], float v)
+{
+    /* most embedding values need 7-9 digits, short decimals fewer: start at 6 and walk */
+    int p = 6, n = snprintf(buf, 32, "%.6g", (double) v);
+    if (f32_exact(buf, v)) {
+        char tmp[32];
+        while (p > 1) {
+            int m = snprintf(tmp, sizeof tmp, "%.*g", p - 1, (double) v);
+            if (!f32_exact(tmp, v))
+                break;
+            memcpy(buf, tmp, (size_t) m + 1);
+            n = m;
+            p--;
+        }
+        return (size_t) n;
+    }
+    while (p < 9) {
+        n = snprintf(buf, 32, "%.*g", ++p, (double) v);
+        if (f32_exact(buf, v))
+            break;
+    }
+    return (size_t) n;
+}
+
+size_t qr_fmt_float32(char buf[32], float v)
+{
+    size_t n = f32_fewest_digits(buf, v);
+    if (!memchr(buf, 'e', n))
+        return n;
+    /* an exponent form can be longer than all nine digits written out (4.309963e+08 vs
+     * 430996288): the shorter text wins (both read back exactly) */
+    char nine[32];
+    int m = snprintf(nine, sizeof nine, "%.9g", (double) v);
+    if ((size_t) m < n) {
+        memcpy(buf, nine, (size_t) m + 1);
+        n = (size_t) m;
+    }
+    return n;
+}

@@ -61,6 +61,11 @@ enum qr_err qr_buf_appendf(struct qr_buf *b, const char *fmt, ...)
 /* Append s as the body of a JSON string (no quotes), escaping what JSON requires. */
 enum qr_err qr_buf_append_json_str(struct qr_buf *b, const char *s, size_t n);
 
+/* The shortest decimal text ("%.<p>g", p <= 9) that reads back as exactly v (a finite float32),
+ * as an engine printing float32 values writes them (0.1, not 0.100000001); NUL-terminated in buf.
+ * Returns its length. */
+size_t qr_fmt_float32(char buf[32], float v);
+
 /* Hand the memory to the caller (who frees it) and reset the buffer to empty. */
 char *qr_buf_take(struct qr_buf *b, size_t *out_len);
 

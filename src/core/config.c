@@ -58,6 +58,12 @@ static const struct key_def keys[QR_CFG__COUNT] = {
     [QR_CFG_OLLAMA_URL] = {"ollama_url", "QUANTUM_RUNTIME_OLLAMA_URL", T_URL, OFF(ollama_url),
                            "http://127.0.0.1:11434", 0, 0, NULL, 0,
                            "base URL of the Ollama daemon that /api/* is forwarded to"},
+    [QR_CFG_OLLAMA_PASSTHROUGH] = {"ollama_passthrough", "QUANTUM_RUNTIME_OLLAMA_PASSTHROUGH",
+                                   T_BOOL, OFF(ollama_passthrough), "false", 0, 0, NULL,
+                                   F_RELOADABLE,
+                                   "Ollama chat/generate/embed requests for models no policy "
+                                   "governs are forwarded to the default Ollama byte for byte "
+                                   "instead of through the canonical contract"},
     [QR_CFG_OPENAI_URL] = {"openai_url", "QUANTUM_RUNTIME_OPENAI_URL", T_URL, OFF(openai_url),
                            "http://127.0.0.1:8080", 0, 0, NULL, 0,
                            "base URL of the OpenAI-compatible engine (llama-server, vLLM, "

@@ -25,6 +25,7 @@ enum qr_config_key {
     QR_CFG_LISTEN,
     QR_CFG_BACKEND,
     QR_CFG_OLLAMA_URL,
+    QR_CFG_OLLAMA_PASSTHROUGH,
     QR_CFG_OPENAI_URL,
     QR_CFG_OPENAI_API_KEY,
     QR_CFG_OPENAI_REASONING_FIELD,
@@ -91,6 +92,7 @@ struct qr_config {
 
     char *backend; /* "ollama" | "openai" | "llama.cpp" */
     char *ollama_url;
+    bool ollama_passthrough; /* Ollama chat/generate/embed forwarded byte for byte (ungoverned) */
     char *openai_url;
     char *openai_api_key; /* secret: sent to the OpenAI-compatible engine only */
     char *openai_reasoning_field;

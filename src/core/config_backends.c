@@ -32,7 +32,8 @@ static bool in_list(const char *s, const char *const *list)
 static bool id_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (!n || n > QR_BACKEND_ID_MAX || !(islower((unsigned char) s[0]) || isdigit((unsigned char) s[0])))
+    if (!n || n > QR_BACKEND_ID_MAX ||
+        !(islower((unsigned char) s[0]) || isdigit((unsigned char) s[0])))
         return false;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char) s[i];
@@ -107,16 +108,17 @@ static enum qr_err parse_parallelism(struct qr_backend_spec *s, yyjson_val *v, c
     yyjson_obj_foreach(v, i, max, k, m)
     {
         const char *name = yyjson_get_str(k);
-        uint64_t *slot = !strcmp(name, "tensor_parallel_size")     ? &s->parallelism.tensor_parallel_size
-                         : !strcmp(name, "pipeline_parallel_size") ? &s->parallelism.pipeline_parallel_size
-                         : !strcmp(name, "data_parallel_size")     ? &s->parallelism.data_parallel_size
-                         : !strcmp(name, "nodes")                  ? &s->parallelism.nodes
-                                                                   : NULL;
+        uint64_t *slot =
+            !strcmp(name, "tensor_parallel_size")     ? &s->parallelism.tensor_parallel_size
+            : !strcmp(name, "pipeline_parallel_size") ? &s->parallelism.pipeline_parallel_size
+            : !strcmp(name, "data_parallel_size")     ? &s->parallelism.data_parallel_size
+            : !strcmp(name, "nodes")                  ? &s->parallelism.nodes
+                                                      : NULL;
         if (slot) {
             if (!yyjson_is_uint(m) || yyjson_get_uint(m) < 1 || yyjson_get_uint(m) > 65536)
                 return qr_diag_set(diag, QR_ERR_CONFIG,
-                                   "%s.parallelism.%s must be a whole number from 1 to 65536",
-                                   who, name);
+                                   "%s.parallelism.%s must be a whole number from 1 to 65536", who,
+                                   name);
             *slot = yyjson_get_uint(m);
         } else if (!strcmp(name, "expert_parallel")) {
             if (!yyjson_is_bool(m))
@@ -147,8 +149,7 @@ static enum qr_err str_member(yyjson_val *m, const char *who, const char *name,
         for (const char *const *c = choices; *c && used < sizeof(list); c++)
             used += (size_t) snprintf(list + used, sizeof(list) - used, "%s%s",
                                       c == choices ? "" : ", ", *c);
-        return qr_diag_set(diag, QR_ERR_CONFIG, "%s.%s: '%s' is not one of %s", who, name, v,
-                           list);
+        return qr_diag_set(diag, QR_ERR_CONFIG, "%s.%s: '%s' is not one of %s", who, name, v, list);
     }
     free(*out);
     *out = xstrdup(v);
@@ -423,8 +424,8 @@ void qr_cfg_backends_print_json(const struct qr_config *cfg, yyjson_mut_doc *doc
         if (s->api_key_env)
             yyjson_mut_obj_add_strcpy(doc, o, "api_key_env", s->api_key_env);
         if (!strcmp(s->kind, "openai"))
-            yyjson_mut_obj_add_str(doc, o, "api_key", s->api_key && s->api_key[0] ? "<redacted>"
-                                                                                  : "");
+            yyjson_mut_obj_add_str(doc, o, "api_key",
+                                   s->api_key && s->api_key[0] ? "<redacted>" : "");
     }
 }
 

@@ -63,8 +63,8 @@ static int setup(void **state)
     for (int i = 0; i < 100; i++) {
         struct qr_t_resp r;
         qr_t_request("GET", d.port, "/v1/models", NULL, NULL, 0, &r);
-        bool both = r.body && strstr(r.body, "\"id\":\"" VM "\"") &&
-                    strstr(r.body, "\"id\":\"" MM "\"");
+        bool both =
+            r.body && strstr(r.body, "\"id\":\"" VM "\"") && strstr(r.body, "\"id\":\"" MM "\"");
         qr_t_resp_free(&r);
         if (both)
             break;
@@ -247,8 +247,8 @@ static void test_other_names_adopted_by_default_ollama(void **state)
     (void) state;
     assert_true(qr_t_replay_reset(up_ollama.port));
     struct qr_t_resp r;
-    post("/api/chat", "{\"model\":\"llama3.2:1b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
-         &r);
+    post("/api/chat",
+         "{\"model\":\"llama3.2:1b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
     assert_int_equal(r.status, 200);
     assert_backend(&r, "ollama");
     qr_t_resp_free(&r);

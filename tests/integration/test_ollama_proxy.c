@@ -28,9 +28,10 @@ static int setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     qr_t_replay_start(&replay);
-    static const char *const env[] = {"QUANTUM_RUNTIME_AUTH_TOKEN=" TOKEN,
-                                      "QUANTUM_RUNTIME_MAX_REQUEST_BYTES=1MiB",
-                                      "QUANTUM_RUNTIME_UPSTREAM_TIMEOUT=1500ms", NULL};
+    /* adoption byte for byte (ollama_passthrough); the canonical default: test_canonical_* */
+    static const char *const env[] = {
+        "QUANTUM_RUNTIME_AUTH_TOKEN=" TOKEN, "QUANTUM_RUNTIME_MAX_REQUEST_BYTES=1MiB",
+        "QUANTUM_RUNTIME_UPSTREAM_TIMEOUT=1500ms", "QUANTUM_RUNTIME_OLLAMA_PASSTHROUGH=true", NULL};
     qr_t_daemon_start(&daemon_, replay.port, env);
     return 0;
 }
@@ -404,7 +405,8 @@ static void *stream_thread(void *arg)
 static void test_graceful_shutdown_with_stream(void **state)
 {
     struct qr_child d;
-    qr_t_daemon_start(&d, replay.port, NULL);
+    static const char *const env[] = {"QUANTUM_RUNTIME_OLLAMA_PASSTHROUGH=true", NULL};
+    qr_t_daemon_start(&d, replay.port, env);
     struct bg b = {.port = d.port};
     pthread_t t;
     pthread_create(&t, NULL, stream_thread, &b);
@@ -436,7 +438,8 @@ static void *stall_thread(void *arg)
 
 static void test_shutdown_bound_cuts_stuck_stream(void **state)
 {
-    static const char *const env[] = {"QUANTUM_RUNTIME_SHUTDOWN_TIMEOUT=600ms", NULL};
+    static const char *const env[] = {"QUANTUM_RUNTIME_SHUTDOWN_TIMEOUT=600ms",
+                                      "QUANTUM_RUNTIME_OLLAMA_PASSTHROUGH=true", NULL};
     struct qr_child d;
     qr_t_daemon_start(&d, replay.port, env);
     struct bg_stall b = {.port = d.port};
@@ -488,9 +491,93 @@ static void test_shutdown_bound_cancels_translated_stream(void **state)
     qr_t_resp_free(&b.r);
 }
 
+/* The default: Ollama chat/generate/embed run through the canonical contract even though the
+ * backend could pass them through. What reaches Ollama: the client's fields plus an explicit
+ * think (Ollama thinks when it is omitted); what the client gets: Ollama's answer, re-encoded,
+ * generate's context tokens included; failures in Ollama's shapes; logprobs (not carried by the
+ * contract) passed through byte for byte. */
+static void test_canonical_default(void **state)
+{
+    (void) state;
+    static const char *const env[] = {"QUANTUM_RUNTIME_UPSTREAM_TIMEOUT=1500ms", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, replay.port, env);
+    const char *const hdrs[] = {"Content-Type: application/json", NULL};
+    struct qr_t_resp r;
+
+    replay_reset();
+    const char *chat = "{\"model\":\"llama3.2:1b\",\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"Hallo ß\"}],\"options\":{\"seed\":7}}";
+    qr_t_request("POST", d.port, "/api/chat", hdrs, chat, strlen(chat), &r);
+    assert_int_equal(r.status, 200);
+    char *ct = qr_t_header(&r, "Content-Type");
+    assert_string_equal(ct, "application/x-ndjson");
+    free(ct);
+    assert_non_null(strstr(r.body, "\"done\":true"));
+    char *hb = qr_t_header(&r, "X-Quantum-Backend");
+    assert_string_equal(hb, "ollama");
+    free(hb);
+    qr_t_resp_free(&r);
+    yyjson_doc *doc = replay_requests();
+    yyjson_val *req = last_request(doc, "/api/chat");
+    yyjson_doc *sent = yyjson_read(yyjson_get_str(yyjson_obj_get(req, "body")),
+                                   yyjson_get_len(yyjson_obj_get(req, "body")), 0);
+    yyjson_val *root = yyjson_doc_get_root(sent);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "model")), "llama3.2:1b");
+    assert_true(yyjson_is_false(yyjson_obj_get(root, "think"))); /* explicit, never omitted */
+    assert_int_equal(yyjson_get_sint(yyjson_obj_get(yyjson_obj_get(root, "options"), "seed")), 7);
+    yyjson_doc_free(sent);
+    yyjson_doc_free(doc);
+
+    /* generate: the final line hands back the engine's context tokens */
+    const char *gen = "{\"model\":\"llama3.2:1b\",\"prompt\":\"Why is the sky blue?\"}";
+    qr_t_request("POST", d.port, "/api/generate", hdrs, gen, strlen(gen), &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(
+        strstr(r.body, "\"done\":true,\"done_reason\":\"stop\",\"context\":[128006,882,"));
+    qr_t_resp_free(&r);
+
+    /* embed: the engine's float32 values as it wrote them */
+    const char *emb = "{\"model\":\"all-minilm\",\"input\":\"hi\"}";
+    qr_t_request("POST", d.port, "/api/embed", hdrs, emb, strlen(emb), &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"embeddings\":[["));
+    qr_t_resp_free(&r);
+
+    /* failures: no answer in time is 504 in the Runtime's shape; a stream the engine cuts ends
+     * with Ollama's in-band error line, never a clean done */
+    const char *slow =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"slow-headers\"}]}";
+    qr_t_request("POST", d.port, "/api/chat", hdrs, slow, strlen(slow), &r);
+    assert_int_equal(r.status, 504);
+    qr_t_resp_free(&r);
+    const char *close_me =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"close-me\"}]}";
+    qr_t_request("POST", d.port, "/api/chat", hdrs, close_me, strlen(close_me), &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(r.body);
+    assert_null(strstr(r.body, "\"done\":true"));
+    assert_non_null(strstr(r.body, "{\"error\":"));
+    qr_t_resp_free(&r);
+
+    /* logprobs: not modelled by the contract, so Ollama answers it itself, byte for byte */
+    replay_reset();
+    const char *lp = "{\"model\":\"llama3.2:1b\",\"messages\":[{\"role\":\"user\",\"content\":"
+                     "\"hi\"}],\"logprobs\":true}";
+    qr_t_request("POST", d.port, "/api/chat", hdrs, lp, strlen(lp), &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    doc = replay_requests();
+    req = last_request(doc, "/api/chat");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(req, "body")), lp);
+    yyjson_doc_free(doc);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_canonical_default),
         cmocka_unit_test(test_healthz_needs_no_token),
         cmocka_unit_test(test_auth_required),
         cmocka_unit_test(test_native_endpoints),

@@ -337,12 +337,40 @@ static void test_stop_honoured_by_runtime(void **state)
 }
 
 /* hardware_class unset: the Turin policy does not match (an unknown host matches only "*"
- * policies), so the Ollama request is adopted byte for byte: every option reaches the engine
+ * policies). By default the request is still planned: every option reaches the engine except
+ * num_ctx, which becomes an admission limit (no policy verified forwarding it); the model is
+ * asked by its Ollama tag and thinking is stated. */
+static void test_unknown_host_canonical(void **state)
+{
+    struct qr_child d;
+    daemon_start(&d, NULL, NULL);
+    replay_reset();
+    struct qr_t_resp r;
+    chat(d.port, "qr-policy-plain", false, 50, "\"ZZZ\"", 200, &r);
+    assert_null(qr_t_header(&r, "X-Quantum-Policy"));
+    qr_t_resp_free(&r);
+    yyjson_doc *up = upstream_chat();
+    assert_true(yyjson_get_num(opt(up, "temperature")) == 0.2);
+    assert_int_equal(yyjson_get_sint(opt(up, "num_predict")), 50);
+    assert_int_equal(yyjson_get_sint(opt(up, "seed")), 42);
+    assert_int_equal(yyjson_get_sint(opt(up, "num_thread")), 8);
+    assert_string_equal(yyjson_get_str(yyjson_arr_get(opt(up, "stop"), 0)), "ZZZ");
+    assert_null(opt(up, "num_ctx"));
+    assert_int_equal(n_opts(up), 5);
+    yyjson_val *root = yyjson_doc_get_root(up);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(root, "model")), "gemma4-pp:e4b");
+    assert_true(yyjson_is_false(yyjson_obj_get(root, "think")));
+    yyjson_doc_free(up);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    assert_false(qr_t_log_contains(&d, "model policy applied"));
+}
+
+/* The same with ollama_passthrough: adopted byte for byte, every option reaches the engine
  * unchanged. */
 static void test_unknown_host_forwards_options(void **state)
 {
     struct qr_child d;
-    daemon_start(&d, NULL, NULL);
+    daemon_start(&d, "QUANTUM_RUNTIME_OLLAMA_PASSTHROUGH=true", NULL);
     replay_reset();
     struct qr_t_resp r;
     chat(d.port, "qr-policy-plain", false, 50, "\"ZZZ\"", 200, &r);
@@ -517,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_unverified_knobs_stripped),
         cmocka_unit_test(test_num_predict_honoured_by_runtime),
         cmocka_unit_test(test_stop_honoured_by_runtime),
+        cmocka_unit_test(test_unknown_host_canonical),
         cmocka_unit_test(test_unknown_host_forwards_options),
         cmocka_unit_test(test_experimental_gate),
         cmocka_unit_test(test_context_admission_refusal),

@@ -614,7 +614,7 @@ static void test_inference_routed(void **state)
 }
 
 /* backend=ollama: Ollama's inference routes pass through byte for byte, backend disclosed. */
-static void test_ollama_passthrough_discloses_backend(void **state)
+static void test_ollama_canonical_discloses_backend(void **state)
 {
     struct qr_t_resp r;
     const char *body = "{\"model\":\"ember-coreui\",\"messages\":[{\"role\":\"user\","
@@ -625,9 +625,14 @@ static void test_ollama_passthrough_discloses_backend(void **state)
     assert_non_null(hb);
     assert_string_equal(hb, "ollama");
     free(hb);
+    hb = qr_t_header(&r, "X-Quantum-Model"); /* planned: the canonical model is disclosed */
+    assert_non_null(hb);
+    free(hb);
     qr_t_resp_free(&r);
+    /* Ollama is asked for the artifact's tag, with thinking stated explicitly */
     char *up = last_upstream_body(&replay, "/api/chat");
-    assert_string_equal(up, body); /* not rewritten */
+    assert_non_null(strstr(up, "\"model\":\"ember-coreui:latest\""));
+    assert_non_null(strstr(up, "\"think\":false"));
     free(up);
 }
 
@@ -841,7 +846,7 @@ int main(void)
         cmocka_unit_test(test_tags_merged),
         cmocka_unit_test(test_show),
         cmocka_unit_test(test_inference_routed),
-        cmocka_unit_test(test_ollama_passthrough_discloses_backend),
+        cmocka_unit_test(test_ollama_canonical_discloses_backend),
         cmocka_unit_test(test_openai_backend),
         cmocka_unit_test(test_sighup_rebuilds_catalog),
         cmocka_unit_test(test_gguf_discovery),

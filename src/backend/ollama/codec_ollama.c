@@ -591,6 +591,18 @@ enum qr_err qr_ollama_dec_chunk(struct qr_upstream_dec *dec, yyjson_val *root)
         struct qr_slice why = qr_json_str(yyjson_obj_get(root, "done_reason"));
         qr_dec_set_finish(dec, map_done(why), why);
         metrics(dec, root);
+        /* /api/generate's context tokens: handed back to an Ollama client unchanged */
+        yyjson_val *ctx = yyjson_obj_get(root, "context");
+        if (yyjson_is_arr(ctx)) {
+            size_t n;
+            char *json = qr_json_write(ctx, &n);
+            if (!json)
+                return QR_ERR_NOMEM;
+            dec->context.len = 0;
+            enum qr_err e = qr_buf_append(&dec->context, json, n);
+            free(json);
+            TRY(e);
+        }
     }
     return dec->fn_err;
 }

@@ -382,8 +382,8 @@ static enum qr_err ollama_probe(struct qr_backend *b, uint32_t timeout_ms, qr_ba
     if (!pr)
         return QR_ERR_NOMEM;
     *pr = (struct vprobe){(struct ollama *) b, cb, arg};
-    enum qr_err err = qr_fetch(b, qr_backend_url(b), "/api/version", NULL, timeout_ms,
-                               64 * 1024, version_done, pr);
+    enum qr_err err = qr_fetch(b, qr_backend_url(b), "/api/version", NULL, timeout_ms, 64 * 1024,
+                               version_done, pr);
     if (err)
         free(pr);
     return err;
@@ -538,8 +538,8 @@ static enum qr_err ollama_submit(struct qr_backend *b, const struct qr_request *
     struct qr_ollama_show show;
     struct qr_diag why = {{0}};
     enum qr_err e = QR_OK;
-    switch (qr_ollama_show_get(o->shows, req->model, qr_backend_url(b), on_show, j, &show,
-                               &why, &j->wait)) {
+    switch (qr_ollama_show_get(o->shows, req->model, qr_backend_url(b), on_show, j, &show, &why,
+                               &j->wait)) {
     case QR_OLLAMA_SHOW_HIT:
         e = ojob_start(j, &show, NULL, err);
         break;
@@ -618,8 +618,8 @@ static enum qr_err ollama_list_models(struct qr_backend *b, uint32_t timeout_ms,
     if (!ctx)
         return QR_ERR_NOMEM;
     *ctx = (struct models_ctx){(struct ollama *) b, cb, arg};
-    enum qr_err err = qr_fetch_models(b, qr_backend_url(b), "/api/tags", NULL, timeout_ms,
-                                      "models", tags_row, models_seen, ctx);
+    enum qr_err err = qr_fetch_models(b, qr_backend_url(b), "/api/tags", NULL, timeout_ms, "models",
+                                      tags_row, models_seen, ctx);
     if (err)
         free(ctx);
     return err;

@@ -165,8 +165,8 @@ static void finish(struct probe *p, enum qr_err err, const struct qr_diag *diag)
 static void next(struct probe *p, enum step s)
 {
     p->step = s;
-    enum qr_err err = qr_fetch(&p->ob->base, p->url, step_path(p), key(&p->ob->base),
-                               p->timeout_ms, 64 * 1024, step_done, p);
+    enum qr_err err = qr_fetch(&p->ob->base, p->url, step_path(p), key(&p->ob->base), p->timeout_ms,
+                               64 * 1024, step_done, p);
     if (err) {
         struct qr_diag d;
         qr_diag_set(&d, err, "cannot start GET %s", step_path(p));
@@ -334,8 +334,8 @@ static bool models_row(yyjson_val *m, struct qr_backend_model *r)
 static enum qr_err openai_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
                                       void *arg)
 {
-    return qr_fetch_models(b, live_url(b), "/v1/models", key(b), timeout_ms, "data", models_row,
-                           cb, arg);
+    return qr_fetch_models(b, live_url(b), "/v1/models", key(b), timeout_ms, "data", models_row, cb,
+                           arg);
 }
 
 /* "dialect": what was configured, what was probed, what was chosen and why, and the knobs. */

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +64,46 @@ static void test_slices(void **state)
     assert_false(qr_slice_eq(qr_slice_str("abc"), "ABC"));
 }
 
+/* float32 values as the shortest text that reads back exactly (Ollama's embeddings). */
+static void test_float32_shortest(void **state)
+{
+    (void) state;
+    static const struct {
+        float v;
+        const char *want;
+    } cases[] = {{0.1f, "0.1"},
+                 {0.5f, "0.5"},
+                 {-0.25f, "-0.25"},
+                 {0.125f, "0.125"},
+                 {1.0f, "1"},
+                 {0.0f, "0"},
+                 {1.0f / 3.0f, "0.33333334"},
+                 {1e-7f, "1e-07"},
+                 {123456.7f, "123456.7"},
+                 {3.4028235e38f, "3.4028235e+38"}};
+    char buf[32];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = qr_fmt_float32(buf, cases[i].v);
+        assert_string_equal(buf, cases[i].want);
+        assert_int_equal(n, strlen(cases[i].want));
+    }
+    /* every value reads back exactly and is never longer than %.9g */
+    uint32_t x = 2463534242u;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        float v;
+        memcpy(&v, &x, sizeof v);
+        if (!isfinite(v))
+            continue;
+        size_t n = qr_fmt_float32(buf, v);
+        assert_true(strtof(buf, NULL) == v);
+        char nine[32];
+        assert_true(n <= (size_t) snprintf(nine, sizeof nine, "%.9g", (double) v));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -69,6 +111,7 @@ int main(void)
         cmocka_unit_test(test_grow_and_take),
         cmocka_unit_test(test_json_escape),
         cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_float32_shortest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
