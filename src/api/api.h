@@ -114,6 +114,10 @@ void qr_api_admission(struct qr_app *app, struct qr_http_req *req);
 void qr_api_loaded(struct qr_app *app, struct qr_http_req *req);
 /* GET /v1/host: the host profile and limits, discovered fresh (host/profile.h). */
 void qr_api_host(struct qr_app *app, struct qr_http_req *req);
+/* POST /v1/host/calibrate: one calibration in a child process; 409 while one runs. */
+void qr_api_host_calibrate(struct qr_app *app, struct qr_http_req *req);
+/* POST /v1/placement: the placement plan for a model on this host (placement_routes.c). */
+void qr_api_placement(struct qr_app *app, struct qr_http_req *req);
 
 /* Build every backend's descriptor from its adapter's describe() (logged when invalid; that
  * backend's desc stays NULL and routing does not consider it). */

@@ -43,6 +43,8 @@ static const struct route routes[] = {
     {"/v1/deployment-profiles", "GET", 0, qr_api_deployment_profiles},
     {"/v1/admission", "POST", 0, qr_api_admission},
     {"/v1/host", "GET", 0, qr_api_host},
+    {"/v1/host/calibrate", "POST", 0, qr_api_host_calibrate},
+    {"/v1/placement", "POST", 0, qr_api_placement},
 };
 
 static bool route_matches(const struct route *r, const char *path)

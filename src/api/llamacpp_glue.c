@@ -24,6 +24,7 @@
 #include "build_info.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "host/calibrate.h"
 #include "host/cpu.h"
 #include "router/router.h"
 #include "registry/registry.h"
@@ -496,6 +497,12 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
         struct qr_host_cpu cpu;
         if (qr_host_cpu_discover(NULL, NULL, 0, &cpu, NULL) == QR_OK)
             threads = qr_host_default_threads(&cpu, threads_why, sizeof threads_why);
+        /* the newest stored calibration for this host and engine measured better (calibrate.h) */
+        uint32_t measured =
+            qr_calib_stored_threads(g->store, cfg->llama_server, prefix[0] ? prefix : NULL,
+                                    threads_why, sizeof threads_why);
+        if (measured)
+            threads = measured;
     }
     const char *threads_src = threads_why; /* QR_LF_S tests its value for NULL */
     QR_LOG(QR_LOG_INFO, "llama.cpp engine threads", QR_LF_N("threads", threads),

@@ -27,8 +27,10 @@ static int cmd_serve(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 static int cmd_check_config(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-int qr_cli_inspect(int argc, char **argv); /* src/cli/inspect.c */
-int qr_cli_host(int argc, char **argv);    /* src/cli/host.c */
+int qr_cli_inspect(int argc, char **argv);   /* src/cli/inspect.c */
+int qr_cli_host(int argc, char **argv);      /* src/cli/host.c */
+int qr_cli_calibrate(int argc, char **argv); /* src/cli/calibrate.c */
+int qr_cli_plan(int argc, char **argv);      /* src/cli/plan.c */
 
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
@@ -44,6 +46,17 @@ static const struct command commands[] = {
     {"host", qr_cli_host, "host [--json]",
      "print the host profile and limits: CPUs, physical cores, NUMA, memory, storage,\n"
      "      accelerators, affinity, cgroup cpuset/quota/memory, virtualization (GET /v1/host)"},
+    {"calibrate", qr_cli_calibrate,
+     "calibrate [--model FILE] [--budget-ms N] [--memory-only] [--json] [OPTIONS]",
+     "measure memory bandwidth and llama-server prefill/decode tokens/s per thread count and\n"
+     "      store the run in the evidence store (POST /v1/host/calibrate); without --model a\n"
+     "      generated <state_dir>/calibration.gguf; OPTIONS as for serve"},
+    {"plan", qr_cli_plan,
+     "plan --model NAME|FILE [--ctx N] [--parallel N] [--prefer auto|cpu|hybrid|gpu] [--json]",
+     "print the placement plan for a model on this host without running it: tiers, memory,\n"
+     "      threads, NUMA, llama-server arguments, or the refusal with its numbers (POST\n"
+     "      /v1/placement); also --allow-acceleration, --allow-nvme-cold-tier, --kv-type T,\n"
+     "      --threads N, --reserve-ram-bytes N, --config FILE. Exit 3 when the model does not fit"},
     {"help", cmd_help, "help", "show this help"},
 };
 

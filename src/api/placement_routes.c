@@ -1,0 +1,90 @@
+/* POST /v1/placement: the placement plan (placement/placement.h) for a model on this host,
+ * without running it. Body {"model": registry name | "path": GGUF file, "context", "parallel",
+ * "prefer", "allow_acceleration", "allow_nvme_cold_tier", "kv_type", "reserve_ram_bytes",
+ * "threads"}; unknown fields and bad values are 400 invalid_placement_request; a model that does
+ * not resolve to a readable GGUF file is 404 model_not_found, a path outside models_dir 400; a plan
+ * that does not fit is 422 with the whole document (the numbers); a plan that fits is 200. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yyjson.h>
+
+#include "api/api.h"
+#include "api/catalog.h"
+#include "core/http_server.h"
+#include "placement/placement.h"
+#include "router/router.h" /* QR_ROUTE_API_VERSION */
+
+#define PLACEMENT_BODY_MAX (64u * 1024u) /* as every native POST body */
+
+/* q->path: the registry model's GGUF artifact, or the given path, which must lie under
+ * models_dir (the route does not probe arbitrary files). QR_ERR_NOT_FOUND / QR_ERR_FORBIDDEN. */
+static enum qr_err model_file(struct qr_app *app, struct qr_placement_query *q, char *path,
+                              struct qr_diag *diag)
+{
+    const char *dir = app->cfg->models_dir ? app->cfg->models_dir : "";
+    if (q->model) {
+        enum qr_err err =
+            qr_placement_resolve_model(app->catalog->registry, dir, q->model, path, PATH_MAX, diag);
+        q->path = err ? NULL : path;
+        return err;
+    }
+    char root[PATH_MAX];
+    if (!realpath(q->path, path))
+        return qr_diag_set(diag, QR_ERR_NOT_FOUND, "no such file '%s'", q->path);
+    size_t n = realpath(dir, root) ? strlen(root) : 0;
+    if (!n || strncmp(path, root, n) || (path[n] != '/' && root[n - 1] != '/'))
+        return qr_diag_set(diag, QR_ERR_FORBIDDEN, "'path' must name a file under models_dir");
+    q->path = path;
+    return QR_OK;
+}
+
+static void placement_body(struct qr_http_req *req, enum qr_err err, void *arg)
+{
+    struct qr_app *app = arg;
+    if (err == QR_ERR_TOO_LARGE) {
+        qr_api_send_error(req, 413, "request_too_large", "the request body is larger than 64 KiB");
+        return;
+    }
+    if (err) {
+        qr_api_send_error(req, 400, "bad_request", "the request body could not be read");
+        return;
+    }
+    struct qr_slice body = qr_http_req_body(req);
+    struct qr_diag diag = {{0}};
+    yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
+    if (!in) {
+        qr_api_send_error(req, 400, "invalid_placement_request", "the body is not valid JSON");
+        return;
+    }
+    struct qr_placement_query q = {0};
+    qr_placement_verified_from_ledger(app->catalog->ledger, &q.req.verified);
+    yyjson_mut_doc *doc = NULL;
+    char path[PATH_MAX];
+    bool fits = false;
+    if ((err = qr_placement_query_parse(in, &q, &diag))) {
+        qr_api_send_error(req, 400, "invalid_placement_request", diag.msg);
+    } else if ((err = model_file(app, &q, path, &diag))) {
+        qr_api_send_error(req, err == QR_ERR_NOT_FOUND ? 404 : 400,
+                          err == QR_ERR_NOT_FOUND ? "model_not_found" : "invalid_placement_request",
+                          diag.msg);
+    } else if ((err = qr_placement_document(&q, QR_ROUTE_API_VERSION, &doc, &fits, &diag))) {
+        if (err == QR_ERR_NOMEM)
+            qr_api_send_err(req, err, diag.msg);
+        else /* the file could not be read as a GGUF model */
+            qr_api_send_error(req, 422, "invalid_model_file", diag.msg);
+    } else {
+        qr_api_send_json(req, fits ? 200 : 422, doc);
+    }
+    yyjson_mut_doc_free(doc);
+    yyjson_doc_free(in);
+}
+
+void qr_api_placement(struct qr_app *app, struct qr_http_req *req)
+{
+    size_t cap = app->cfg->max_request_bytes < PLACEMENT_BODY_MAX
+                     ? (size_t) app->cfg->max_request_bytes
+                     : PLACEMENT_BODY_MAX;
+    qr_http_req_read_body(req, cap, placement_body, app);
+}
