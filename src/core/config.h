@@ -70,6 +70,16 @@ struct qr_backend_parallelism { /* a multi-node deployment registered as one bac
     bool expert_parallel;
 };
 
+/* What an OpenAI-compatible server was started with that no endpoint reports (vLLM
+ * --tool-call-parser, --enable-auto-tool-choice, --reasoning-parser): the operator's statement,
+ * the backend's declared tool and reasoning capabilities. */
+struct qr_backend_parsers {
+    bool set;              /* the entry has "parsers": what is not named there is not there */
+    char *tool_call;       /* NULL: none */
+    bool auto_tool_choice; /* --enable-auto-tool-choice */
+    char *reasoning;       /* NULL: none */
+};
+
 struct qr_backend_spec {
     char *id;    /* unique, [a-z0-9][a-z0-9._-]* */
     char *kind;  /* "llamacpp" | "ollama" | "openai" */
@@ -80,6 +90,7 @@ struct qr_backend_spec {
     char *api_key_env;     /* openai: the environment variable holding the upstream key; NULL */
     char *api_key;         /* secret: its value at load ("" none); never printed */
     struct qr_backend_parallelism parallelism;
+    struct qr_backend_parsers parsers; /* openai only */
     bool listed; /* false: the single backend built from `backend` (no `backends` list) */
 };
 

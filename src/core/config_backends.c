@@ -65,6 +65,8 @@ static void spec_free(struct qr_backend_spec *s)
     free(s->reasoning_field);
     free(s->api_key_env);
     free(s->api_key);
+    free(s->parsers.tool_call);
+    free(s->parsers.reasoning);
     memset(s, 0, sizeof(*s));
 }
 
@@ -136,6 +138,43 @@ static enum qr_err parse_parallelism(struct qr_backend_spec *s, yyjson_val *v, c
     return QR_OK;
 }
 
+static enum qr_err parse_parsers(struct qr_backend_spec *s, yyjson_val *v, const char *who,
+                                 struct qr_diag *diag)
+{
+    if (!yyjson_is_obj(v))
+        return qr_diag_set(diag, QR_ERR_CONFIG, "%s.parsers must be an object", who);
+    s->parsers.set = true;
+    size_t i, max;
+    yyjson_val *k, *m;
+    yyjson_obj_foreach(v, i, max, k, m)
+    {
+        const char *name = yyjson_get_str(k);
+        char **slot = !strcmp(name, "tool_call")   ? &s->parsers.tool_call
+                      : !strcmp(name, "reasoning") ? &s->parsers.reasoning
+                                                   : NULL;
+        if (slot) {
+            if (!yyjson_is_str(m) || !yyjson_get_len(m) || yyjson_get_len(m) > 64)
+                return qr_diag_set(diag, QR_ERR_CONFIG,
+                                   "%s.parsers.%s must be a parser name (1-64 bytes)", who, name);
+            free(*slot);
+            *slot = strdup(yyjson_get_str(m));
+            if (!*slot)
+                abort();
+        } else if (!strcmp(name, "auto_tool_choice")) {
+            if (!yyjson_is_bool(m))
+                return qr_diag_set(diag, QR_ERR_CONFIG,
+                                   "%s.parsers.auto_tool_choice must be true or false", who);
+            s->parsers.auto_tool_choice = yyjson_get_bool(m);
+        } else {
+            return qr_diag_set(diag, QR_ERR_CONFIG,
+                               "%s.parsers: unknown member '%s' (tool_call, auto_tool_choice, "
+                               "reasoning)",
+                               who, name);
+        }
+    }
+    return QR_OK;
+}
+
 /* A string member, checked against choices when given. */
 static enum qr_err str_member(yyjson_val *m, const char *who, const char *name,
                               const char *const *choices, char **out, struct qr_diag *diag)
@@ -184,10 +223,12 @@ static enum qr_err parse_entry(struct qr_backend_spec *s, yyjson_val *e, const c
             urls = m;
         else if (!strcmp(name, "parallelism"))
             err = parse_parallelism(s, m, who, diag);
+        else if (!strcmp(name, "parsers"))
+            err = parse_parsers(s, m, who, diag);
         else
             err = qr_diag_set(diag, QR_ERR_CONFIG,
                               "%s: unknown member '%s' (id, kind, url, urls, dialect, "
-                              "reasoning_field, api_key_env, parallelism)",
+                              "reasoning_field, api_key_env, parallelism, parsers)",
                               who, name);
         if (err)
             return err;
@@ -235,10 +276,15 @@ static enum qr_err parse_entry(struct qr_backend_spec *s, yyjson_val *e, const c
         return qr_diag_set(diag, QR_ERR_CONFIG, "%s: an ollama backend has one url", who);
     if (is_openai && !s->n_urls)
         return qr_diag_set(diag, QR_ERR_CONFIG, "%s: an openai backend needs 'url' or 'urls'", who);
-    if (!is_openai && (s->dialect || s->reasoning_field || s->api_key_env))
+    if (!is_openai && (s->dialect || s->reasoning_field || s->api_key_env || s->parsers.set))
         return qr_diag_set(diag, QR_ERR_CONFIG,
-                           "%s: dialect, reasoning_field and api_key_env apply to kind 'openai' "
-                           "only",
+                           "%s: dialect, reasoning_field, api_key_env and parsers apply to kind "
+                           "'openai' only",
+                           who);
+    if (s->parsers.auto_tool_choice && !s->parsers.tool_call)
+        return qr_diag_set(diag, QR_ERR_CONFIG,
+                           "%s.parsers: auto_tool_choice needs a tool_call parser (vLLM refuses "
+                           "--enable-auto-tool-choice without --tool-call-parser)",
                            who);
     if (s->api_key_env && !env_name_ok(s->api_key_env))
         return qr_diag_set(diag, QR_ERR_CONFIG,
@@ -383,7 +429,10 @@ bool qr_cfg_backends_equal(const struct qr_config *a, const struct qr_config *b)
         if (!str_eq(x->id, y->id) || !str_eq(x->kind, y->kind) || !str_eq(x->dialect, y->dialect) ||
             !str_eq(x->reasoning_field, y->reasoning_field) ||
             !str_eq(x->api_key_env, y->api_key_env) || !str_eq(x->api_key, y->api_key) ||
-            x->n_urls != y->n_urls ||
+            x->parsers.set != y->parsers.set ||
+            !str_eq(x->parsers.tool_call, y->parsers.tool_call) ||
+            !str_eq(x->parsers.reasoning, y->parsers.reasoning) ||
+            x->parsers.auto_tool_choice != y->parsers.auto_tool_choice || x->n_urls != y->n_urls ||
             memcmp(&x->parallelism, &y->parallelism, sizeof(x->parallelism)))
             return false;
         for (size_t j = 0; j < x->n_urls; j++) {
@@ -426,6 +475,14 @@ void qr_cfg_backends_print_json(const struct qr_config *cfg, yyjson_mut_doc *doc
         if (!strcmp(s->kind, "openai"))
             yyjson_mut_obj_add_str(doc, o, "api_key",
                                    s->api_key && s->api_key[0] ? "<redacted>" : "");
+        if (s->parsers.set) {
+            yyjson_mut_val *pv = yyjson_mut_obj_add_obj(doc, o, "parsers");
+            if (s->parsers.tool_call)
+                yyjson_mut_obj_add_strcpy(doc, pv, "tool_call", s->parsers.tool_call);
+            yyjson_mut_obj_add_bool(doc, pv, "auto_tool_choice", s->parsers.auto_tool_choice);
+            if (s->parsers.reasoning)
+                yyjson_mut_obj_add_strcpy(doc, pv, "reasoning", s->parsers.reasoning);
+        }
     }
 }
 

@@ -45,14 +45,17 @@ static int setup(void **state)
     qr_t_replay_start_dir(&up_vllm, QR_TEST_CASES "/replay-vllm");
     qr_t_replay_start_dir(&up_mlx, QR_TEST_CASES "/replay-mlx");
     snprintf(cfg_path, sizeof(cfg_path), "/tmp/qr-backends-%ld.json", (long) getpid());
-    char text[1200];
+    char text[1600];
     snprintf(text, sizeof(text),
              "{\"backends\":[{\"id\":\"ollama\",\"kind\":\"ollama\"},"
              "{\"id\":\"vllm-a\",\"kind\":\"openai\",\"url\":\"http://127.0.0.1:%u\","
              "\"dialect\":\"vllm\",\"api_key_env\":\"QR_TEST_VLLM_KEY\",\"parallelism\":"
-             "{\"tensor_parallel_size\":4,\"pipeline_parallel_size\":2,\"nodes\":2}},"
+             "{\"tensor_parallel_size\":4,\"pipeline_parallel_size\":2,\"nodes\":2},"
+             "\"parsers\":{\"tool_call\":\"hermes\",\"auto_tool_choice\":true,"
+             "\"reasoning\":\"qwen3\"}},"
              "{\"id\":\"mlx-b\",\"kind\":\"openai\",\"urls\":[\"http://127.0.0.1:%u\"],"
-             "\"dialect\":\"mlx-lm\"},{\"id\":\"down-c\",\"kind\":\"openai\","
+             "\"dialect\":\"mlx-lm\",\"parsers\":{\"reasoning\":\"qwen3\"}},{\"id\":\"down-c\","
+             "\"kind\":\"openai\","
              "\"url\":\"http://127.0.0.1:1\",\"dialect\":\"generic\"}]}",
              up_vllm.port, up_mlx.port);
     write_file(cfg_path, text);
@@ -286,6 +289,54 @@ static void test_lists_merge_backends(void **state)
     qr_t_resp_free(&r);
 }
 
+/* The servers' parsers as configured are the backends' declared tool and reasoning abilities:
+ * vllm-a (hermes, auto tool choice, qwen3) supports tools; mlx-b was stated to have no tool
+ * parser, so a tools request for its model is refused before it is asked. vLLM's /metrics
+ * (fetched after each successful probe) shows the engine's load, summed over its engines. */
+static void test_parsers_and_metrics(void **state)
+{
+    (void) state;
+    struct qr_t_resp r;
+    qr_t_request("GET", d.port, "/v1/backends", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *doc = yyjson_read(r.body, r.body_len, 0);
+    yyjson_val *arr = yyjson_obj_get(yyjson_doc_get_root(doc), "backends");
+    yyjson_val *va = yyjson_arr_get(arr, 1), *mb = yyjson_arr_get(arr, 2);
+    yyjson_val *caps = yyjson_obj_get(va, "capabilities");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(caps, "tools.calling")), "supported");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(caps, "reasoning_control")), "supported");
+    caps = yyjson_obj_get(mb, "capabilities");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(caps, "tools.calling")), "unsupported");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(caps, "streaming.reasoning")), "supported");
+    yyjson_val *ps = yyjson_obj_get(va, "parsers");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(ps, "tool_call")), "hermes");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(ps, "source")), "configuration");
+    yyjson_val *m = yyjson_obj_get(va, "metrics");
+    assert_non_null(m);
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "path")), "/metrics");
+    assert_true(yyjson_get_real(yyjson_obj_get(m, "requests_running")) == 4.0);
+    assert_true(yyjson_get_real(yyjson_obj_get(m, "requests_waiting")) == 2.0);
+    assert_true(yyjson_get_real(yyjson_obj_get(m, "kv_cache_usage")) == 0.4375);
+    assert_true(yyjson_get_real(yyjson_obj_get(m, "generation_tokens_total")) == 6789.0);
+    assert_null(yyjson_obj_get(mb, "metrics")); /* mlx_lm.server has no /metrics */
+    yyjson_doc_free(doc);
+    qr_t_resp_free(&r);
+
+    assert_true(qr_t_replay_reset(up_mlx.port));
+    post("/v1/chat/completions",
+         "{\"model\":\"" MM "\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+         "\"f\",\"parameters\":{\"type\":\"object\"}}}],\"messages\":[{\"role\":\"user\","
+         "\"content\":\"case=mlx-tools-whole; hi\"}]}",
+         &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "capability_unsupported"));
+    assert_non_null(strstr(r.body, "mlx-b"));
+    qr_t_resp_free(&r);
+    yyjson_val *last;
+    assert_int_equal(count_path(up_mlx.port, "/v1/chat/completions", &doc, &last), 0);
+    yyjson_doc_free(doc);
+}
+
 /* check-config prints every backend, its source and the key's variable, never the key. */
 static void test_check_config_shows_backends(void **state)
 {
@@ -354,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_mlx_model_reaches_mlx_without_key),
         cmocka_unit_test(test_other_names_adopted_by_default_ollama),
         cmocka_unit_test(test_lists_merge_backends),
+        cmocka_unit_test(test_parsers_and_metrics),
         cmocka_unit_test(test_check_config_shows_backends),
         cmocka_unit_test(test_bad_entries_refused),
     };

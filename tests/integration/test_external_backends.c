@@ -844,6 +844,50 @@ static void test_mlx_q37_models(void **state)
     qr_t_resp_free(&r);
 }
 
+/* Quirk 32 (D.2/D.3): mlx_lm.server loads whatever repository "model" names, so the Runtime
+ * sends it only names its /v1/models lists: another name is 404 model_not_found before MLX is
+ * asked (no download on the server), from an OpenAI and an Ollama client. */
+static void test_mlx_q32_listed_models_only(void **state)
+{
+    (void) state;
+    struct qr_t_resp r;
+    qr_t_request("GET", d_mlx.port, "/v1/models", NULL, NULL, 0, &r); /* listed by now */
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    assert_true(qr_t_replay_reset(up_mlx.port));
+    const char *const h[] = {"Content-Type: application/json", NULL};
+    const char *oa = "{\"model\":\"someone/unlisted-7B\",\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"case=mlx-reasoning-whole; hi\"}]}";
+    qr_t_request("POST", d_mlx.port, "/v1/chat/completions", h, oa, strlen(oa), &r);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "\"code\":\"model_not_found\""));
+    assert_non_null(strstr(r.body, "only the models it lists"));
+    qr_t_resp_free(&r);
+    const char *ol = "{\"model\":\"someone/unlisted-7B\",\"stream\":false,\"messages\":[{\"role\":"
+                     "\"user\",\"content\":\"case=mlx-reasoning-whole; hi\"}]}";
+    qr_t_request("POST", d_mlx.port, "/api/chat", h, ol, strlen(ol), &r);
+    assert_int_equal(r.status, 404);
+    qr_t_resp_free(&r);
+    yyjson_doc *doc = qr_t_replay_requests(up_mlx.port);
+    yyjson_val *it;
+    size_t i, max, chats = 0;
+    yyjson_arr_foreach(yyjson_doc_get_root(doc), i, max, it)
+    {
+        chats += strcmp(yyjson_get_str(yyjson_obj_get(it, "path")), "/v1/chat/completions") == 0;
+    }
+    assert_int_equal(chats, 0);
+    yyjson_doc_free(doc);
+    /* a listed name still goes through */
+    qr_t_request("POST", d_mlx.port, "/v1/chat/completions", h,
+                 "{\"model\":\"" MM "\",\"messages\":[{\"role\":\"user\",\"content\":"
+                 "\"case=mlx-reasoning-whole; hi\"}]}",
+                 strlen("{\"model\":\"" MM "\",\"messages\":[{\"role\":\"user\",\"content\":"
+                        "\"case=mlx-reasoning-whole; hi\"}]}"),
+                 &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+}
+
 /* Quirk 36 (D.2): MLX defaults to greedy decoding and 512 tokens, so the Runtime always sends
  * explicit temperature and max_tokens to it (openai_dialect=mlx-lm: 0.8 and 8192 when the client
  * gives none; the client's own values otherwise), from an OpenAI and an Ollama client. */
@@ -994,6 +1038,7 @@ int main(void)
         cmocka_unit_test(test_mlx_d7_stream_cut),
         cmocka_unit_test(test_mlx_q35_errors),
         cmocka_unit_test(test_mlx_q37_models),
+        cmocka_unit_test(test_mlx_q32_listed_models_only),
         cmocka_unit_test(test_mlx_q36_explicit_sampling),
         cmocka_unit_test(test_mlx_embeddings_refused),
         cmocka_unit_test(test_vllm_auto_probe_era),

@@ -10,15 +10,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <yyjson.h>
 
+#include "api/codec.h"
 #include "backend/backend.h"
 #include "backend/codec.h"
 #include "backend/job.h"
+#include "backend/openai/metrics.h"
 #include "backend/openai/openai.h"
 #include "backend/openai/profile.h"
 #include "backend/openai/replicated.h"
+#include "backend/replicas.h"
 #include "core/log.h"
 
 #define PROBE_BODY_MAX 4096 /* /version, /health bodies kept for detection */
@@ -32,6 +36,16 @@ struct oa_backend {
     char version[QR_OA_MAX_VERSION]; /* "" unknown */
     char why[320];
     struct qr_oa_replicas *replicas; /* several urls: balanced (replicated.h); NULL for one */
+    /* the last GET <metrics_path> after a successful probe (profiles with one: vLLM) */
+    struct qr_oa_metrics metrics;
+    bool metrics_have, metrics_fetching;
+    int64_t metrics_at; /* wall clock ms */
+    char metrics_url[QR_REPLICA_URL_MAX];
+    char metrics_error[200];
+    /* the names of the last successful /v1/models (listed_models_only profiles) */
+    char **listed;
+    size_t n_listed;
+    bool listed_known;
 };
 
 static struct oa_backend *oa(struct qr_backend *b)
@@ -154,10 +168,48 @@ static const char *step_path(const struct probe *p)
 static void step_done(enum qr_err err, int status, struct qr_slice body, const struct qr_diag *diag,
                       void *arg);
 
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void metrics_done(enum qr_err err, int status, struct qr_slice body,
+                         const struct qr_diag *diag, void *arg)
+{
+    struct oa_backend *ob = arg;
+    ob->metrics_fetching = false;
+    if (err == QR_ERR_CANCELLED)
+        return;
+    if (err || status < 200 || status > 299) {
+        snprintf(ob->metrics_error, sizeof ob->metrics_error, "%.180s",
+                 err ? (diag ? diag->msg : qr_err_str(err)) : "status not 2xx");
+        return;
+    }
+    qr_oa_metrics_parse(body, &ob->metrics);
+    ob->metrics_have = true;
+    ob->metrics_at = wall_ms();
+    ob->metrics_error[0] = '\0';
+}
+
+/* After a successful probe: the engine's load and cache gauges (never part of readiness). */
+static void fetch_metrics(struct oa_backend *ob, const char *url)
+{
+    if (!ob->prof.metrics_path[0] || ob->metrics_fetching)
+        return;
+    snprintf(ob->metrics_url, sizeof ob->metrics_url, "%s", url);
+    ob->metrics_fetching =
+        qr_fetch(&ob->base, ob->metrics_url, ob->prof.metrics_path, key(&ob->base), 2000,
+                 QR_OA_METRICS_MAX_BYTES, metrics_done, ob) == QR_OK;
+}
+
 static void finish(struct probe *p, enum qr_err err, const struct qr_diag *diag)
 {
     if (p->detect)
         p->ob->detecting = false;
+    if (!err)
+        fetch_metrics(p->ob, p->url);
     p->cb(&p->ob->base, err, diag, p->arg);
     free(p);
 }
@@ -294,10 +346,16 @@ static enum qr_err openai_probe(struct qr_backend *b, uint32_t timeout_ms, qr_ba
 
 /* ---- serving ---- */
 
+static enum qr_err check_listed(struct oa_backend *ob, const struct qr_request *req,
+                                struct qr_api_error *err);
+
 static enum qr_err openai_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
                                  void *arg, struct qr_job **out, struct qr_api_error *err)
 {
     struct oa_backend *ob = oa(b);
+    enum qr_err lerr = check_listed(ob, req, err);
+    if (lerr)
+        return lerr;
     struct qr_dialect d;
     qr_dialect_default(&d, QR_UP_OPENAI);
     qr_openai_profile_apply(&ob->prof, ob->version, reasoning_override(b), &d);
@@ -331,11 +389,84 @@ static bool models_row(yyjson_val *m, struct qr_backend_model *r)
     return true;
 }
 
+static void listed_free(struct oa_backend *ob)
+{
+    for (size_t i = 0; i < ob->n_listed; i++)
+        free(ob->listed[i]);
+    free(ob->listed);
+    ob->listed = NULL;
+    ob->n_listed = 0;
+}
+
+struct list_ctx {
+    qr_models_fn cb;
+    void *arg;
+};
+
+/* Every successful list is kept (the names the server serves), then handed on. */
+static void models_seen(struct qr_backend *b, enum qr_err err, const struct qr_backend_model *m,
+                        size_t n, const struct qr_diag *diag, void *arg)
+{
+    struct list_ctx lc = *(struct list_ctx *) arg;
+    free(arg);
+    struct oa_backend *ob = oa(b);
+    if (!err) {
+        char **names = calloc(n ? n : 1, sizeof(*names));
+        size_t k = 0;
+        for (size_t i = 0; names && i < n; i++) {
+            if (!(names[k] = strdup(m[i].id)))
+                break;
+            k++;
+        }
+        if (names && k == n) {
+            listed_free(ob);
+            ob->listed = names;
+            ob->n_listed = n;
+            ob->listed_known = true;
+        } else if (names) {
+            for (size_t i = 0; i < k; i++)
+                free(names[i]);
+            free(names);
+        }
+    }
+    lc.cb(b, err, m, n, diag, lc.arg);
+}
+
 static enum qr_err openai_list_models(struct qr_backend *b, uint32_t timeout_ms, qr_models_fn cb,
                                       void *arg)
 {
-    return qr_fetch_models(b, live_url(b), "/v1/models", key(b), timeout_ms, "data", models_row, cb,
-                           arg);
+    struct list_ctx *lc = malloc(sizeof(*lc));
+    if (!lc)
+        return QR_ERR_NOMEM;
+    *lc = (struct list_ctx){cb, arg};
+    enum qr_err err = qr_fetch_models(b, live_url(b), "/v1/models", key(b), timeout_ms, "data",
+                                      models_row, models_seen, lc);
+    if (err)
+        free(lc);
+    return err;
+}
+
+/* Quirk 32: a server that loads whatever "model" names is only sent the names it listed. */
+static enum qr_err check_listed(struct oa_backend *ob, const struct qr_request *req,
+                                struct qr_api_error *err)
+{
+    if (!ob->prof.listed_models_only)
+        return QR_OK;
+    const char *id = qr_backend_id(&ob->base);
+    int len = req->model.len > 200 ? 200 : (int) req->model.len;
+    if (!ob->listed_known)
+        return qr_api_error_set(err, QR_ERR_UNAVAILABLE, 503, "upstream_unavailable", "model",
+                                "backend '%s' (%s) has not listed its models yet; only listed "
+                                "models are sent to it",
+                                id, ob->prof.name);
+    for (size_t i = 0; i < ob->n_listed; i++) {
+        if (qr_slice_eq(req->model, ob->listed[i]))
+            return QR_OK;
+    }
+    return qr_api_error_set(err, QR_ERR_NOT_FOUND, 404, "model_not_found", "model",
+                            "model '%.*s' is not one backend '%s' lists: a %s server loads "
+                            "whatever 'model' names, so only the models it lists are sent to it",
+                            len, req->model.ptr ? req->model.ptr : "", id, ob->prof.name);
 }
 
 /* "dialect": what was configured, what was probed, what was chosen and why, and the knobs. */
@@ -389,6 +520,7 @@ static void describe_dialect(struct oa_backend *ob, yyjson_mut_doc *doc, yyjson_
     if (p->context_length_field[0])
         yyjson_mut_obj_add_strcpy(doc, o, "context_length_field", p->context_length_field);
     yyjson_mut_obj_add_strcpy(doc, o, "guided_decoding", p->guided_decoding);
+    yyjson_mut_obj_add_bool(doc, o, "listed_models_only", p->listed_models_only);
     yyjson_mut_obj_add_val(doc, obj, "dialect", o);
 }
 
@@ -396,15 +528,52 @@ void qr_openai_describe_dialect(struct qr_backend *b, yyjson_mut_doc *doc, yyjso
 {
     if (!ALWAYS(b->vt == &qr_backend_openai))
         return;
-    describe_dialect(oa(b), doc, obj);
-    if (oa(b)->replicas)
-        qr_oa_replicas_describe(oa(b)->replicas, doc, obj);
+    struct oa_backend *ob = oa(b);
+    describe_dialect(ob, doc, obj);
+    if (ob->replicas)
+        qr_oa_replicas_describe(ob->replicas, doc, obj);
+    const struct qr_backend_parsers *ps = b->env.spec ? &b->env.spec->parsers : NULL;
+    if (ps && ps->set) {
+        yyjson_mut_val *pv = yyjson_mut_obj_add_obj(doc, obj, "parsers");
+        yyjson_mut_obj_add_str(doc, pv, "source", "configuration");
+        if (ps->tool_call)
+            yyjson_mut_obj_add_strcpy(doc, pv, "tool_call", ps->tool_call);
+        yyjson_mut_obj_add_bool(doc, pv, "auto_tool_choice", ps->auto_tool_choice);
+        if (ps->reasoning)
+            yyjson_mut_obj_add_strcpy(doc, pv, "reasoning", ps->reasoning);
+    }
+    if (!ob->prof.metrics_path[0])
+        return;
+    yyjson_mut_val *mv = yyjson_mut_obj_add_obj(doc, obj, "metrics");
+    yyjson_mut_obj_add_strcpy(doc, mv, "path", ob->prof.metrics_path);
+    if (ob->metrics_error[0])
+        yyjson_mut_obj_add_strcpy(doc, mv, "error", ob->metrics_error);
+    if (!ob->metrics_have)
+        return;
+    yyjson_mut_obj_add_strcpy(doc, mv, "source", ob->metrics_url);
+    yyjson_mut_obj_add_int(doc, mv, "fetched_at_ms", ob->metrics_at);
+    const struct {
+        const char *key;
+        const struct qr_oa_metric *m;
+    } rows[] = {
+        {"requests_running", &ob->metrics.requests_running},
+        {"requests_waiting", &ob->metrics.requests_waiting},
+        {"kv_cache_usage", &ob->metrics.kv_cache_usage},
+        {"preemptions_total", &ob->metrics.preemptions_total},
+        {"prompt_tokens_total", &ob->metrics.prompt_tokens_total},
+        {"generation_tokens_total", &ob->metrics.generation_tokens_total},
+    };
+    for (size_t i = 0; i < QR_ARRAY_LEN(rows); i++) {
+        if (rows[i].m->seen)
+            yyjson_mut_obj_add_real(doc, mv, rows[i].key, rows[i].m->v);
+    }
 }
 
 static void openai_close(struct qr_backend *b)
 {
     qr_oa_replicas_free(oa(b)->replicas);
     oa(b)->replicas = NULL;
+    listed_free(oa(b));
 }
 
 static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *obj)
@@ -439,6 +608,12 @@ static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mu
         {"placement.hybrid", "unknown"},
     };
     const struct qr_oa_profile *prof = &oa(b)->prof;
+    /* the server's parsers as the operator stated them (no endpoint reports them): tools and
+     * reasoning are declared by them, supported or not */
+    const struct qr_backend_parsers *ps = b->env.spec ? &b->env.spec->parsers : NULL;
+    bool ps_set = ps && ps->set;
+    bool ps_tools = ps_set && ps->tool_call && ps->auto_tool_choice;
+    bool ps_reasoning = ps_set && ps->reasoning;
     yyjson_mut_obj_add_str(doc, obj, "execution_mode", "external");
     yyjson_mut_obj_add_strcpy(doc, obj, "endpoint", url(b));
     yyjson_mut_val *caps = yyjson_mut_obj(doc);
@@ -449,6 +624,13 @@ static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mu
             (strcmp(rows[i].key, "reranking") == 0 &&
              (prof->ops_unsupported & (1u << QR_OP_RERANK))))
             state = "unsupported"; /* the dialect does not offer it (codec refuses with 422) */
+        if (ps_set &&
+            (!strcmp(rows[i].key, "tools.calling") || !strcmp(rows[i].key, "tools.streaming") ||
+             !strcmp(rows[i].key, "streaming.tool_arguments")))
+            state = ps_tools ? "supported" : "unsupported";
+        if (ps_set && (!strcmp(rows[i].key, "reasoning_control") ||
+                       !strcmp(rows[i].key, "streaming.reasoning")))
+            state = ps_reasoning ? "supported" : "unsupported";
         yyjson_mut_obj_add_str(doc, caps, rows[i].key, state);
     }
     yyjson_mut_val *ctx = yyjson_mut_obj(doc);

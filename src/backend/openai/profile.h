@@ -50,6 +50,8 @@ struct qr_oa_profile {
     unsigned ops_unsupported;                  /* bit (1u << enum qr_op) */
     char context_length_field[QR_OA_MAX_NAME]; /* "" = none; e.g. "max_model_len" */
     char guided_decoding[QR_OA_MAX_NAME]; /* "structured_outputs" | "response_format" | "none" */
+    bool listed_models_only; /* only names the server's /v1/models lists are sent (quirk 32:
+                                mlx_lm.server loads whatever repository "model" names) */
 };
 
 /* Parse one profile file strictly (unknown or duplicate keys, wrong types, out-of-range values,
