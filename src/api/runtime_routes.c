@@ -15,6 +15,7 @@
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
 #include "backend/ollama/ollama.h"
+#include "backend/ollama/show.h"
 #include "backend/backend.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "backend/openai/openai.h"
@@ -318,6 +319,69 @@ static void route_backend(struct qr_app *app, size_t i, struct qr_route_backend 
     }
 }
 
+/* What Ollama's own /api/show says a described model cannot do, as engine evidence the router
+ * weighs like llama.cpp's /props (a failed conformance claim): a request needing it is planned
+ * on another backend or refused before Ollama is asked. Static storage, as route_backend's. */
+#define SHOW_REFUTED_MAX 1024u
+
+struct show_refuted {
+    struct qr_app *app;
+    const char *backend_id;
+    const char *version;
+    struct qr_route_refuted *out;
+    size_t n, cap;
+};
+
+static void show_refuted_one(void *arg, const char *model, const struct qr_ollama_show *show)
+{
+    static char details[SHOW_REFUTED_MAX][160];
+    struct show_refuted *s = arg;
+    if (s->n >= s->cap)
+        return;
+    struct qr_catalog_model cm;
+    qr_catalog_model_find(s->app->catalog, model, &cm);
+    if (cm.known == QR_KNOWN_NONE)
+        return;
+    static const struct {
+        uint32_t cap;
+        const char *name;
+        enum qr_cap_key keys[3];
+        size_t n;
+    } rules[] = {
+        {QR_OLLAMA_CAP_COMPLETION, "completion", {QR_CAP_INFERENCE_TEXT}, 1},
+        {QR_OLLAMA_CAP_TOOLS,
+         "tools",
+         {QR_CAP_TOOLS_CALLING, QR_CAP_TOOLS_STREAMING, QR_CAP_STREAM_TOOL_ARGS},
+         3},
+        {QR_OLLAMA_CAP_VISION, "vision", {QR_CAP_VISION}, 1},
+        {QR_OLLAMA_CAP_THINKING,
+         "thinking",
+         {QR_CAP_REASONING_CONTROL, QR_CAP_STREAM_REASONING},
+         2},
+    };
+    struct qr_cap_set keys = QR_CAP_SET_EMPTY;
+    char lacks[80] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < QR_ARRAY_LEN(rules); i++) {
+        if (show->caps & rules[i].cap)
+            continue;
+        for (size_t k = 0; k < rules[i].n; k++)
+            qr_cap_set_add(&keys, rules[i].keys[k]);
+        used += (size_t) snprintf(lacks + used, used < sizeof lacks ? sizeof lacks - used : 0,
+                                  "%s'%s'", used ? ", " : "", rules[i].name);
+    }
+    if (qr_cap_set_empty(keys))
+        return;
+    char *detail = details[s->n];
+    snprintf(detail, sizeof details[0], "ollama /api/show (%.20s): capabilities lack %.100s",
+             s->version, lacks);
+    s->out[s->n++] = (struct qr_route_refuted){.backend_id = s->backend_id,
+                                               .model_id = cm.canonical_id,
+                                               .engine_version = s->version,
+                                               .keys = keys,
+                                               .detail = detail};
+}
+
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env)
 {
     memset(env, 0, sizeof(*env));
@@ -335,9 +399,29 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
     const char *hw = app->cfg->hardware_class;
     env->hardware_class = hw && hw[0] ? hw : NULL;
     env->opts.experimental_gate = app->cfg->policy_experimental;
-    /* what the managed engine itself reported it cannot do (llama.cpp /props) */
-    if (app->llama)
-        env->refuted = qr_api_llamacpp_refuted(app, &env->n_refuted);
+    /* what the engines themselves reported they cannot do: llama.cpp /props, Ollama /api/show */
+    static struct qr_route_refuted all[QR_ROUTE_MAX_REFUTED];
+    size_t n_llama = 0;
+    const struct qr_route_refuted *llama =
+        app->llama ? qr_api_llamacpp_refuted(app, &n_llama) : NULL;
+    struct show_refuted s = {.app = app, .out = all, .cap = SHOW_REFUTED_MAX};
+    for (size_t i = 0; i < app->n_backends; i++) {
+        struct qr_backend *b = app->backends[i].b;
+        if (b->vt != &qr_backend_ollama || !qr_ollama_engine_version(b)[0])
+            continue; /* without its version the evidence cannot be tied to an engine */
+        s.backend_id = qr_backend_id(b);
+        s.version = qr_ollama_engine_version(b);
+        qr_ollama_described_each(b, show_refuted_one, &s);
+    }
+    if (!s.n) {
+        env->refuted = llama;
+        env->n_refuted = n_llama;
+        return;
+    }
+    for (size_t i = 0; i < n_llama && s.n < QR_ROUTE_MAX_REFUTED; i++)
+        all[s.n++] = llama[i];
+    env->refuted = all;
+    env->n_refuted = s.n;
 }
 
 /* Send a rendered route document; refusals get the Runtime error shape's request_id. */

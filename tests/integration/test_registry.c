@@ -634,6 +634,17 @@ static void test_ollama_canonical_discloses_backend(void **state)
     assert_non_null(strstr(up, "\"model\":\"ember-coreui:latest\""));
     assert_non_null(strstr(up, "\"think\":false"));
     free(up);
+    /* Ollama described the model on the way (capabilities completion and tools): what it lacks
+     * is engine evidence the router weighs, whatever the manifest claims */
+    doc = call(daemon_.port, "POST", "/v1/route",
+               "{\"model\":\"ember-coreui\",\"capabilities\":[\"reasoning_control\"]}", 422, &r);
+    assert_non_null(
+        strstr(r.body, "ollama /api/show (0.12.6): capabilities lack 'vision', 'thinking'"));
+    yyjson_doc_free(doc);
+    qr_t_resp_free(&r);
+    doc = call(daemon_.port, "POST", "/v1/route",
+               "{\"model\":\"ember-coreui\",\"capabilities\":[\"inference.text\"]}", 200, NULL);
+    yyjson_doc_free(doc);
 }
 
 /* backend=openai: Ollama clients are translated, so refusals come in Ollama's error shape. */

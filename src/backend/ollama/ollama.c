@@ -689,3 +689,13 @@ const struct qr_backend_vtable qr_backend_ollama = {
     .submit = ollama_submit,
     .list_models = ollama_list_models,
 };
+
+size_t qr_ollama_described_each(struct qr_backend *b,
+                                void (*fn)(void *arg, const char *model,
+                                           const struct qr_ollama_show *show),
+                                void *arg)
+{
+    if (!b || b->vt != &qr_backend_ollama)
+        return 0;
+    return qr_ollama_shows_each(((struct ollama *) b)->shows, fn, arg);
+}

@@ -458,3 +458,19 @@ enum qr_err qr_ollama_show_admit_context(const struct qr_request *req,
                             ml, mp, (long long) req->context_len.v,
                             why && why[0] ? why : "the Ollama model description has none");
 }
+
+size_t qr_ollama_shows_each(const struct qr_ollama_shows *c,
+                            void (*fn)(void *arg, const char *model,
+                                       const struct qr_ollama_show *show),
+                            void *arg)
+{
+    size_t n = 0;
+    int64_t now = mono_ms();
+    for (const struct entry *e = c ? c->head : NULL; e; e = e->next) {
+        if (e->st != E_READY || !e->show.has_caps || now - e->at_ms > QR_OLLAMA_SHOW_TTL_MS)
+            continue;
+        fn(arg, e->model, &e->show);
+        n++;
+    }
+    return n;
+}

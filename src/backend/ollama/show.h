@@ -75,6 +75,13 @@ enum qr_ollama_show_state qr_ollama_show_get(struct qr_ollama_shows *c, struct q
                                              const char *base_url, qr_ollama_show_fn cb, void *arg,
                                              struct qr_ollama_show *out, struct qr_diag *diag,
                                              struct qr_ollama_show_wait **out_wait);
+/* Call fn for every model described now (fresh, with its capabilities listed), newest first; the
+ * show is borrowed for the call. Returns how many. */
+size_t qr_ollama_shows_each(const struct qr_ollama_shows *c,
+                            void (*fn)(void *arg, const char *model,
+                                       const struct qr_ollama_show *show),
+                            void *arg);
+
 /* Stop waiting (frees w; cb is not called). */
 void qr_ollama_show_unwait(struct qr_ollama_show_wait *w);
 /* Drop model's entry (not one being fetched): its next request asks again. */
