@@ -1,6 +1,8 @@
 /* Host profile and host limits (profile.h). */
 #include "host/profile.h"
 
+#include <hwloc.h>
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <dirent.h>
@@ -166,6 +168,60 @@ static void cpuinfo(const char *proc, struct qr_host_profile *p, bool *hyperviso
     }
     free(line);
     fclose(f);
+}
+
+/* ---- hwloc: packages and caches (the host's, allowed or not) ---- */
+
+static void topology(const struct qr_host_roots *r, struct qr_host_profile *p)
+{
+    if (strcmp(r->sys, "/sys") != 0 || strcmp(r->proc, "/proc") != 0) {
+        /* hwloc reads the real /sys and /proc only */
+        snprintf(p->topology_source, sizeof p->topology_source, "none (test roots)");
+        return;
+    }
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0) {
+        warn(p->warnings, &p->n_warnings, "topology: hwloc_topology_init failed");
+        return;
+    }
+    /* the whole host: what this process may use is in the limits */
+    (void) hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+    if (hwloc_topology_load(t) != 0) {
+        warn(p->warnings, &p->n_warnings, "topology: hwloc_topology_load failed");
+        hwloc_topology_destroy(t);
+        return;
+    }
+#ifdef HWLOC_VERSION
+    snprintf(p->topology_source, sizeof p->topology_source, "hwloc %s", HWLOC_VERSION);
+#else
+    unsigned v = hwloc_get_api_version();
+    snprintf(p->topology_source, sizeof p->topology_source, "hwloc (API %u.%u.%u)", v >> 16,
+             (v >> 8) & 0xff, v & 0xff);
+#endif
+    int np = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
+    p->packages = np > 0 ? (uint32_t) np : 0;
+    static const hwloc_obj_type_t types[] = {
+        HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L2ICACHE,
+        HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L3ICACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE};
+    for (size_t i = 0; i < sizeof types / sizeof types[0] && p->n_caches < QR_HOST_MAX_CACHES;
+         i++) {
+        int n = hwloc_get_nbobjs_by_type(t, types[i]);
+        hwloc_obj_t o = n > 0 ? hwloc_get_obj_by_type(t, types[i], 0) : NULL;
+        if (!o || !o->attr)
+            continue;
+        struct qr_host_cache *c = &p->caches[p->n_caches++];
+        c->level = o->attr->cache.depth;
+        snprintf(c->type, sizeof c->type, "%s",
+                 o->attr->cache.type == HWLOC_OBJ_CACHE_DATA          ? "data"
+                 : o->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION ? "instruction"
+                                                                      : "unified");
+        c->size_bytes = o->attr->cache.size;
+        c->instances = (uint32_t) n;
+        c->line_bytes = o->attr->cache.linesize > 0 ? (uint32_t) o->attr->cache.linesize : 0;
+        int w = o->cpuset ? hwloc_bitmap_weight(o->cpuset) : 0;
+        c->pus_per_instance = w > 0 ? (uint32_t) w : 0;
+    }
+    hwloc_topology_destroy(t);
 }
 
 /* ---- /proc/meminfo ---- */
@@ -537,6 +593,7 @@ void qr_host_discover(const struct qr_host_roots *roots, struct qr_host_profile 
         p->physical_cores ? (p->logical_cores + p->physical_cores - 1) / p->physical_cores : 1;
     if (!p->threads_per_core)
         p->threads_per_core = 1;
+    topology(&r, p);
     meminfo(r.proc, p);
     numa(r.sys, p);
     storage(r.sys, p);
@@ -582,7 +639,22 @@ enum qr_err qr_host_profile_json(const struct qr_host_profile *p, yyjson_mut_doc
         ok = yyjson_mut_obj_add_strcpy(doc, cpu, "model_name", p->model_name);
     ok = ok && yyjson_mut_obj_add_uint(doc, cpu, "physical_cores", p->physical_cores) &&
          yyjson_mut_obj_add_uint(doc, cpu, "logical_cores", p->logical_cores) &&
-         yyjson_mut_obj_add_uint(doc, cpu, "threads_per_core", p->threads_per_core);
+         yyjson_mut_obj_add_uint(doc, cpu, "threads_per_core", p->threads_per_core) &&
+         yyjson_mut_obj_add_uint(doc, cpu, "packages", p->packages) &&
+         yyjson_mut_obj_add_strcpy(doc, cpu, "topology_source", p->topology_source);
+    yyjson_mut_val *ca = ok ? yyjson_mut_obj_add_arr(doc, cpu, "caches") : NULL;
+    ok = ok && ca;
+    for (size_t i = 0; ok && i < p->n_caches; i++) {
+        const struct qr_host_cache *c = &p->caches[i];
+        yyjson_mut_val *co = yyjson_mut_arr_add_obj(doc, ca);
+        ok = co && yyjson_mut_obj_add_uint(doc, co, "level", c->level) &&
+             yyjson_mut_obj_add_strcpy(doc, co, "type", c->type) &&
+             yyjson_mut_obj_add_uint(doc, co, "size_bytes", c->size_bytes) &&
+             yyjson_mut_obj_add_uint(doc, co, "instances", c->instances) &&
+             yyjson_mut_obj_add_uint(doc, co, "total_bytes", c->size_bytes * c->instances) &&
+             yyjson_mut_obj_add_uint(doc, co, "line_bytes", c->line_bytes) &&
+             yyjson_mut_obj_add_uint(doc, co, "logical_cpus_per_instance", c->pus_per_instance);
+    }
     if (ok && p->features[0]) {
         yyjson_mut_val *fa = yyjson_mut_obj_add_arr(doc, cpu, "features");
         char tmp[sizeof p->features];

@@ -47,6 +47,18 @@ struct qr_host_accel {
     int numa_node; /* -1 unknown */
 };
 
+#define QR_HOST_MAX_CACHES 8u
+
+/* One cache level and type as hwloc sees it (all instances on the host). */
+struct qr_host_cache {
+    unsigned level;            /* 1..5 */
+    char type[12];             /* "data", "instruction", "unified" */
+    uint64_t size_bytes;       /* one instance */
+    uint32_t instances;        /* how many on the host */
+    uint32_t line_bytes;       /* 0 unknown */
+    uint32_t pus_per_instance; /* logical CPUs sharing one instance */
+};
+
 struct qr_host_profile {
     int64_t collected_at_ms;
     char os[16], arch[32];
@@ -55,6 +67,10 @@ struct qr_host_profile {
     uint32_t logical_cores;    /* online CPUs of the host */
     uint32_t threads_per_core; /* logical / physical, at least 1 */
     char features[2048];       /* selected CPU flags, sorted, space separated */
+    uint32_t packages;         /* sockets; 0 unknown */
+    struct qr_host_cache caches[QR_HOST_MAX_CACHES];
+    size_t n_caches;
+    char topology_source[48]; /* "hwloc 2.9.0", or why there is none */
     struct qr_host_numa_node numa[QR_HOST_MAX_NUMA];
     size_t n_numa;
     uint64_t memory_total, memory_available, huge_page_size, huge_pages_total, huge_pages_free;

@@ -37,6 +37,18 @@ static void test_v1_host(void **state)
     uint64_t logical = yyjson_get_uint(yyjson_obj_get(cpu, "logical_cores"));
     uint64_t physical = yyjson_get_uint(yyjson_obj_get(cpu, "physical_cores"));
     assert_true(physical >= 1 && physical <= logical);
+    /* hwloc's view: packages and every cache level it found, each with a size and instances */
+    assert_true(!strncmp(yyjson_get_str(yyjson_obj_get(cpu, "topology_source")), "hwloc ", 6));
+    assert_true(yyjson_get_uint(yyjson_obj_get(cpu, "packages")) >= 1);
+    yyjson_val *caches = yyjson_obj_get(cpu, "caches"), *c;
+    size_t ci, cmax;
+    assert_true(yyjson_is_arr(caches));
+    yyjson_arr_foreach(caches, ci, cmax, c)
+    {
+        assert_true(yyjson_get_uint(yyjson_obj_get(c, "level")) >= 1);
+        assert_true(yyjson_get_uint(yyjson_obj_get(c, "size_bytes")) > 0);
+        assert_true(yyjson_get_uint(yyjson_obj_get(c, "instances")) >= 1);
+    }
     cpu_set_t set;
     CPU_ZERO(&set);
     assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
