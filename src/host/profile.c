@@ -476,6 +476,53 @@ static void cgroup2_path(const char *proc, char *out, size_t cap)
     }
 }
 
+/* This process's cgroup v1 path of a controller ("" at the root or when there is none). */
+static void cgroup1_path(const char *proc, const char *controller, char *out, size_t cap)
+{
+    char path[PATH_MAX], buf[4096];
+    out[0] = '\0';
+    snprintf(path, sizeof path, "%s/self/cgroup", proc);
+    if (!qr_host_read_file(path, buf, sizeof buf))
+        return;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        *b = '\0'; /* a + 1: the controller list, "memory" or "cpu,cpuacct" */
+        char *csave = NULL;
+        for (char *c = strtok_r(a + 1, ",", &csave); c; c = strtok_r(NULL, ",", &csave)) {
+            if (!strcmp(c, controller)) {
+                snprintf(out, cap, "%s", strcmp(b + 1, "/") ? b + 1 : "");
+                return;
+            }
+        }
+    }
+}
+
+/* The smallest memory limit on the way from dir (relative, "" = root) up to the root of a
+ * hierarchy: file under base + each ancestor; "max" and huge values are none. 0 = none. */
+static uint64_t memory_limit_up(const char *base, const char *dir, const char *file)
+{
+    char rel[PATH_MAX], path[PATH_MAX * 2];
+    snprintf(rel, sizeof rel, "%s", dir);
+    uint64_t best = 0;
+    for (;;) {
+        uint64_t v;
+        snprintf(path, sizeof path, "%s%s/%s", base, rel, file);
+        if (read_u64(path, &v) && v < (UINT64_C(1) << 62) && (!best || v < best))
+            best = v;
+        char *slash = strrchr(rel, '/');
+        if (!rel[0])
+            break;
+        if (slash)
+            *slash = '\0';
+        else
+            rel[0] = '\0';
+    }
+    return best;
+}
+
 static void limits(const struct qr_host_roots *r, bool hypervisor, const struct qr_host_profile *p,
                    struct qr_host_limits *l)
 {
@@ -539,15 +586,16 @@ static void limits(const struct qr_host_roots *r, bool hypervisor, const struct 
             eff = q;
     }
     l->effective_logical_cpus = eff == UINT32_MAX || eff == 0 ? 1 : eff;
-    /* memory limit: cgroup v2 memory.max, else v1 memory.limit_in_bytes (huge = none) */
-    uint64_t mem = 0;
-    snprintf(path, sizeof path, "%s%s/memory.max", r->cgroup, cg);
-    if (!read_u64(path, &mem)) {
-        snprintf(path, sizeof path, "%s/memory/memory.limit_in_bytes", r->cgroup);
-        if (!read_u64(path, &mem))
-            mem = 0;
+    /* memory limit: the smallest cgroup v2 memory.max from this process's group up, else the
+     * smallest v1 memory.limit_in_bytes from its memory group up ("max", huge = none) */
+    uint64_t mem = memory_limit_up(r->cgroup, cg, "memory.max");
+    if (!mem) {
+        char v1[PATH_MAX], base[PATH_MAX];
+        cgroup1_path(r->proc, "memory", v1, sizeof v1);
+        snprintf(base, sizeof base, "%s/memory", r->cgroup);
+        mem = memory_limit_up(base, v1, "memory.limit_in_bytes");
     }
-    l->memory_max_bytes = mem >= (UINT64_C(1) << 62) ? 0 : mem;
+    l->memory_max_bytes = mem;
     virtualization(r->sys, hypervisor, l);
 }
 
