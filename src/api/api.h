@@ -118,6 +118,8 @@ void qr_api_host(struct qr_app *app, struct qr_http_req *req);
 void qr_api_host_calibrate(struct qr_app *app, struct qr_http_req *req);
 /* POST /v1/placement: the placement plan for a model on this host (placement_routes.c). */
 void qr_api_placement(struct qr_app *app, struct qr_http_req *req);
+/* POST /v1/benchmark-plan: the benchmark matrix (bench_routes.c). */
+void qr_api_benchmark_plan(struct qr_app *app, struct qr_http_req *req);
 
 /* Build every backend's descriptor from its adapter's describe() (logged when invalid; that
  * backend's desc stays NULL and routing does not consider it). */

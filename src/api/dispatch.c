@@ -45,6 +45,7 @@ static const struct route routes[] = {
     {"/v1/host", "GET", 0, qr_api_host},
     {"/v1/host/calibrate", "POST", 0, qr_api_host_calibrate},
     {"/v1/placement", "POST", 0, qr_api_placement},
+    {"/v1/benchmark-plan", "POST", 0, qr_api_benchmark_plan},
 };
 
 static bool route_matches(const struct route *r, const char *path)

@@ -31,6 +31,7 @@ int qr_cli_inspect(int argc, char **argv);   /* src/cli/inspect.c */
 int qr_cli_host(int argc, char **argv);      /* src/cli/host.c */
 int qr_cli_calibrate(int argc, char **argv); /* src/cli/calibrate.c */
 int qr_cli_plan(int argc, char **argv);      /* src/cli/plan.c */
+int qr_cli_bench(int argc, char **argv);     /* src/cli/bench.c */
 
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
@@ -57,6 +58,12 @@ static const struct command commands[] = {
      "      threads, NUMA, llama-server arguments, or the refusal with its numbers (POST\n"
      "      /v1/placement); also --allow-acceleration, --allow-nvme-cold-tier, --kv-type T,\n"
      "      --threads N, --reserve-ram-bytes N, --config FILE. Exit 3 when the model does not fit"},
+    {"bench", qr_cli_bench,
+     "bench --model X --ab native,override[:KEY=VALUE,...] [--ctx N] [--reps N] [--json]",
+     "controlled A/B of the engine's native context against an override (same prompt, runs\n"
+     "      interleaved): TTFT, prefill/decode tok/s, RSS, KV with spread, stored as evidence;\n"
+     "      also --prompt-tokens N, --gen-tokens N, --workload FILE, --threads N; --guard prints\n"
+     "      the regression guard's verdict (docs/BENCHMARK-AB.md). Exit 3 when not verified"},
     {"help", cmd_help, "help", "show this help"},
 };
 

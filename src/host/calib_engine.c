@@ -536,3 +536,65 @@ enum qr_err qr_calib_engine_row(const char *engine_path, const char *model, uint
     out->duration_ms = qr_calib_now_ms() - t0;
     return err == QR_ERR_CANCELLED ? QR_ERR_CANCELLED : QR_OK;
 }
+
+/* ---- an engine session for other measurements (bench/ab.c) ---- */
+
+enum qr_err qr_calib_engine_start(const char *engine, const char *model,
+                                  const char *const *extra_args, int log_fd, int64_t deadline,
+                                  volatile sig_atomic_t *cancel, struct qr_calib_engine *out,
+                                  struct qr_diag *diag)
+{
+    memset(out, 0, sizeof *out);
+    out->pid = -1;
+    enum qr_err err = pick_port(&out->port, diag);
+    unsigned char rnd[16];
+    if (err)
+        return err;
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t) sizeof rnd)
+        return qr_diag_set(diag, QR_ERR_IO, "no random bytes for the engine key");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(out->key + 2 * i, 3, "%02x", rnd[i]);
+    char key_env[64], port_s[8];
+    snprintf(key_env, sizeof key_env, "LLAMA_API_KEY=%s", out->key);
+    snprintf(port_s, sizeof port_s, "%u", out->port);
+    char *argv[16 + QR_CALIB_ENGINE_MAX_ARGS];
+    size_t n = 0;
+    argv[n++] = (char *) engine;
+    argv[n++] = "-m";
+    argv[n++] = (char *) model;
+    for (size_t i = 0; extra_args && extra_args[i] && i < QR_CALIB_ENGINE_MAX_ARGS; i++)
+        argv[n++] = (char *) extra_args[i];
+    const char *tail[] = {"--no-webui", "--host", "127.0.0.1", "--port", port_s, NULL};
+    for (size_t i = 0; tail[i]; i++)
+        argv[n++] = (char *) tail[i];
+    argv[n] = NULL;
+    const char *env[] = {key_env, NULL};
+    int64_t t0 = qr_calib_now_ms();
+    if ((err = qr_llama_spawn(engine, argv, log_fd, env, diag, &out->pid)))
+        return err;
+    if ((err = wait_healthy(out->pid, out->port, out->key, deadline, cancel, diag)))
+        return err;
+    out->load_ms = qr_calib_now_ms() - t0;
+    return QR_OK;
+}
+
+enum qr_err qr_calib_engine_call(const struct qr_calib_engine *e, const char *method,
+                                 const char *path, const char *body, int64_t deadline,
+                                 volatile sig_atomic_t *cancel, int *out_status, char **out_body,
+                                 size_t *out_len, struct qr_diag *diag)
+{
+    struct http_answer a;
+    enum qr_err err = http_call(e->port, method, path, e->key, body, deadline, cancel, &a, diag);
+    if (err)
+        return err;
+    *out_status = a.status;
+    *out_body = a.body;
+    *out_len = a.len;
+    return QR_OK;
+}
+
+void qr_calib_engine_stop(struct qr_calib_engine *e)
+{
+    stop_engine(e->pid);
+    e->pid = -1;
+}

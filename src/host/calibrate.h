@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/err.h"
 #include "host/profile.h"
@@ -224,5 +225,35 @@ enum qr_err qr_calib_latest(struct qr_store *s, const char *fingerprint, const c
  * why (why_len bytes). 0 when store is NULL or nothing is stored (why untouched). */
 uint32_t qr_calib_stored_threads(struct qr_store *s, const char *engine_path, const char *prefix,
                                  char *why, size_t why_len);
+
+/* ---- an engine session for other measurements (bench/ab.c) ---- */
+
+#define QR_CALIB_ENGINE_MAX_ARGS 24u
+
+/* A running engine started the calibration's way on a free loopback port. */
+struct qr_calib_engine {
+    pid_t pid; /* -1 when not running */
+    uint16_t port;
+    char key[40];    /* its API key */
+    int64_t load_ms; /* spawn -> healthy */
+};
+
+/* Start engine on model with `-m model EXTRA... --no-webui --host 127.0.0.1 --port P`
+ * (extra_args NULL-terminated, at most QR_CALIB_ENGINE_MAX_ARGS, borrowed) and wait until
+ * healthy. The child's output goes to log_fd. On failure out->pid may still be set: the caller
+ * always calls qr_calib_engine_stop. */
+enum qr_err qr_calib_engine_start(const char *engine, const char *model,
+                                  const char *const *extra_args, int log_fd, int64_t deadline,
+                                  volatile sig_atomic_t *cancel, struct qr_calib_engine *out,
+                                  struct qr_diag *diag);
+
+/* One request to the engine; *out_body (malloc'd, NUL-terminated, caller frees) and its status. */
+enum qr_err qr_calib_engine_call(const struct qr_calib_engine *e, const char *method,
+                                 const char *path, const char *body, int64_t deadline,
+                                 volatile sig_atomic_t *cancel, int *out_status, char **out_body,
+                                 size_t *out_len, struct qr_diag *diag);
+
+/* Stop (SIGTERM, SIGKILL after 3 s) and reap; pid becomes -1. */
+void qr_calib_engine_stop(struct qr_calib_engine *e);
 
 #endif
