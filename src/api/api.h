@@ -21,6 +21,8 @@ struct qr_http_req;
 struct qr_http_server;
 struct qr_llamacpp_glue;
 struct qr_route_backend;
+struct qr_route_refuted;
+struct qr_route_verified;
 struct qr_router_env;
 struct yyjson_mut_doc;
 
@@ -138,6 +140,13 @@ struct qr_backend *qr_api_backend_for_name(struct qr_app *app, const char *name)
 /* The router's inputs over every configured backend (rb: caller storage, QR_BACKENDS_MAX
  * entries, that env points into). */
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env);
+
+/* The context-override guard's decisions for the managed backend's models, from the A/B evidence
+ * in the store (guard_glue.c): read again by qr_api_guard_refresh (start, SIGHUP), handed to the
+ * router by qr_api_route_env. */
+void qr_api_guard_refresh(struct qr_app *app);
+const struct qr_route_verified *qr_api_guard_verified(size_t *n);
+const struct qr_route_refuted *qr_api_guard_refuted(size_t *n);
 
 /* Ask every backend for its models and join them to the registry (start-up, reload). */
 void qr_api_refresh_backend_models(struct qr_app *app);

@@ -137,6 +137,7 @@ void qr_app_reload(struct qr_app *app)
         qr_catalog_free(app->catalog);
         app->catalog = fresh;
         qr_api_refresh_backend_models(app);
+        qr_api_guard_refresh(app); /* A/B runs stored since the start count now */
     }
     if (warn.msg[0])
         QR_LOG(QR_LOG_WARN, "reload: these settings changed but need a restart",
@@ -221,6 +222,7 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     if (app->managed && (err = qr_api_llamacpp_init(app, diag)))
         goto fail;
     qr_api_descriptor_init(app);
+    qr_api_guard_refresh(app);
     if ((err = qr_http_server_new(base, &opts, diag, &app->http)))
         goto fail;
     app->sig_term = evsignal_new(base, SIGTERM, on_signal, app);

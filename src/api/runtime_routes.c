@@ -400,6 +400,10 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
     env->hardware_class = hw && hw[0] ? hw : NULL;
     env->opts.experimental_gate = app->cfg->policy_experimental;
     /* what the engines themselves reported they cannot do: llama.cpp /props, Ollama /api/show */
+    /* the context-override guard: what stored A/B runs verified or refused (guard_glue.c) */
+    env->verified = qr_api_guard_verified(&env->n_verified);
+    size_t n_guard = 0;
+    const struct qr_route_refuted *guard = qr_api_guard_refuted(&n_guard);
     static struct qr_route_refuted all[QR_ROUTE_MAX_REFUTED];
     size_t n_llama = 0;
     const struct qr_route_refuted *llama =
@@ -413,13 +417,15 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
         s.version = qr_ollama_engine_version(b);
         qr_ollama_described_each(b, show_refuted_one, &s);
     }
-    if (!s.n) {
+    if (!s.n && !n_guard) {
         env->refuted = llama;
         env->n_refuted = n_llama;
         return;
     }
     for (size_t i = 0; i < n_llama && s.n < QR_ROUTE_MAX_REFUTED; i++)
         all[s.n++] = llama[i];
+    for (size_t i = 0; i < n_guard && s.n < QR_ROUTE_MAX_REFUTED; i++)
+        all[s.n++] = guard[i];
     env->refuted = all;
     env->n_refuted = s.n;
 }

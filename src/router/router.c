@@ -397,7 +397,12 @@ static void decide_context(const struct ctx *c, const struct qr_route_backend *b
     bool conf =
         ev->claims[QR_CAP_SRC_CONFORMANCE][QR_CAP_CONTEXT_OVERRIDE].set &&
         ev->claims[QR_CAP_SRC_CONFORMANCE][QR_CAP_CONTEXT_OVERRIDE].state == QR_CAP_SUPPORTED;
-    bool by_policy = n_pol > 0;
+    /* measured evidence against forwarding (the regression guard refused the override, or a
+     * conformance run failed it) overrules a policy's override_verified */
+    bool conf_failed =
+        ev->claims[QR_CAP_SRC_CONFORMANCE][QR_CAP_CONTEXT_OVERRIDE].set &&
+        ev->claims[QR_CAP_SRC_CONFORMANCE][QR_CAP_CONTEXT_OVERRIDE].state != QR_CAP_SUPPORTED;
+    bool by_policy = n_pol > 0 && !conf_failed;
     for (size_t i = 0; i < n_pol; i++)
         by_policy = by_policy && pol[i]->context.override_verified;
     out->override_verified = out->override_supported && (conf || by_policy);

@@ -276,6 +276,50 @@ static void post(uint16_t port, const char *body, long status, yyjson_doc **out)
     qr_t_resp_free(&r);
 }
 
+/* An A/B run of a registry model (by name: its canonical id is the evidence's key) reaches the
+ * daemon's router: at start the managed backend's models are judged by the guard from the store,
+ * and the verdict is logged for each model with evidence. */
+static void test_daemon_reads_guard(void **st)
+{
+    (void) st;
+    char *argv[] = {QR_TEST_DAEMON,
+                    "bench",
+                    "--model",
+                    "llama-tiny",
+                    "--ab",
+                    "native,override",
+                    "--ctx",
+                    "256",
+                    "--reps",
+                    "2",
+                    "--prompt-tokens",
+                    "48",
+                    "--gen-tokens",
+                    "16",
+                    "--state-dir",
+                    state,
+                    "--models-dir",
+                    models,
+                    NULL};
+    char *out = NULL;
+    int rc = qr_t_run(argv, NULL, 60000, &out);
+    if (rc != 0 && rc != 3)
+        fail_msg("bench exited %d: %s", rc, out ? out : "");
+    free(out);
+    const char *args[] = {"--backend", "llama.cpp",        "--models-dir", models, "--state-dir",
+                          state,       "--hardware-class", "linux-cpu",    NULL};
+    struct qr_child d;
+    qr_t_daemon_start_args(&d, 0, NULL, args);
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; i++) {
+        seen = qr_t_log_contains(&d, "\"msg\":\"context-override guard\",\"model\":\"llama-tiny\"");
+        if (!seen)
+            usleep(50 * 1000);
+    }
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    assert_true(seen);
+}
+
 static void test_benchmark_plan(void **st)
 {
     (void) st;
@@ -323,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_moe_workload),
         cmocka_unit_test(test_guard_no_evidence),
+        cmocka_unit_test(test_daemon_reads_guard),
         cmocka_unit_test(test_benchmark_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

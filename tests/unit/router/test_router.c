@@ -598,6 +598,20 @@ static void test_policy_strips_unverified_knobs(void **state)
     assert_int_equal(p.effective->context_len.v, 4096);
     qr_route_plan_cleanup(&p);
 
+    /* the regression guard refused the override on this candidate (an A/B run lost decode):
+     * measured evidence against it wins over the verification, so it is an admission limit */
+    struct qr_route_refuted guard = {"lc1", "qwen3-30b-a3b", "b11669",
+                                     caps("context.override", NULL), "bench A/B run 7: -20.9%"};
+    f->env.refuted = &guard;
+    f->env.n_refuted = 1;
+    assert_int_equal(qr_router_plan(&f->env, &q, &p, &d), QR_OK);
+    assert_false(p.context.override_verified);
+    assert_int_equal(p.context.action, QR_ROUTE_CTX_ADMISSION);
+    assert_false(p.effective->context_len.set);
+    qr_route_plan_cleanup(&p);
+    f->env.refuted = NULL;
+    f->env.n_refuted = 0;
+
     /* verified on Ollama too, but the matched policy keeps num_ctx unverified: not forwarded */
     f->d_ol.caps[QR_CAP_CONTEXT_OVERRIDE] = QR_CAP_SUPPORTED;
     f->d_lc.state = QR_CAP_BACKEND_DISABLED;
