@@ -14,6 +14,7 @@
 #include <yyjson.h>
 
 #include "bench/ab.h"
+#include "core/buf.h"
 #include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "gguf/sizing.h"
@@ -511,8 +512,42 @@ static void log_tail(FILE *log, char *out, size_t cap)
     snprintf(out, cap, "%.*s", LOG_LINE, last ? last + 1 : buf);
 }
 
+/* Ollama: a prompt of about n words when no workload gives the text (Ollama has no /tokenize;
+ * the answer's prompt_eval_count says how many tokens it was). */
+static char *words(uint32_t n)
+{
+    static const char *const w[] = {"river",  "stone",   "lantern", "harbor", "meadow", "copper",
+                                    "signal", "orchard", "violet",  "engine", "canyon", "pepper"};
+    struct qr_buf b;
+    qr_buf_init(&b, 0);
+    for (uint32_t i = 0; i < n; i++)
+        if (qr_buf_appendf(&b, "%s%s", i ? " " : "", w[(i * 7u) % 12u]))
+            abort();
+    return qr_buf_take(&b, NULL);
+}
+
+static enum qr_err measure_ollama(struct run *run, size_t arm, uint32_t rep, struct qr_diag *outer)
+{
+    const struct qr_bench_opts *o = run->o;
+    struct qr_bench_sample *s = &run->r->samples[arm][rep];
+    if (o->cancel && *o->cancel)
+        return qr_diag_set(outer, QR_ERR_CANCELLED, "benchmark cancelled");
+    const struct qr_bench_workload *w = o->workload;
+    char *text = w ? NULL : words(run->r->prompt_tokens_target);
+    struct qr_diag d = {{0}};
+    enum qr_err err = qr_bench_ollama_measure(
+        o->ollama_url, o->model_path, &run->r->arms[arm], w ? w->system_prompt : NULL,
+        w ? run->user_text : text, run->r->gen_tokens, w ? (w->think ? 1 : 0) : -1, s, &d);
+    free(text);
+    if (err)
+        snprintf(s->error, sizeof s->error, "%.190s", d.msg);
+    return QR_OK;
+}
+
 static enum qr_err measure(struct run *run, size_t arm, uint32_t rep, struct qr_diag *outer)
 {
+    if (run->o->ollama_url)
+        return measure_ollama(run, arm, rep, outer);
     struct qr_bench_sample *s = &run->r->samples[arm][rep];
     memset(s, 0, sizeof *s);
     struct qr_diag d = {{0}};
@@ -565,6 +600,17 @@ static enum qr_err prepare(const struct qr_bench_opts *o, struct qr_bench_result
     if (w && w->system_prompt && (run->system_text = strdup(w->system_prompt)) == NULL)
         abort();
     run->user_text = w ? w->user_prompt : "Continue the scene.";
+    if (o->ollama_url) {
+        /* the configured Ollama: no file, no engine process; its version keys the evidence */
+        snprintf(r->backend, sizeof r->backend, "ollama");
+        char version[64];
+        if ((err = qr_bench_ollama_version(o->ollama_url, version, sizeof version, diag)))
+            return err;
+        r->kv_source = "not reported by Ollama";
+        qr_calib_identity(NULL, NULL, NULL, version, &r->id);
+        return QR_OK;
+    }
+    snprintf(r->backend, sizeof r->backend, "%s", QR_BENCH_BACKEND);
     struct qr_diag gd = {{0}};
     if ((err = qr_gguf_open(o->model_path, NULL, &gd, &run->g)))
         return qr_diag_set(diag, err, "%s", gd.msg);
@@ -646,7 +692,7 @@ static void add_identity(const struct qr_bench_result *r, yyjson_mut_doc *d, yyj
     yyjson_mut_obj_add_str(d, o, "schema_version", QR_BENCH_AB_SCHEMA);
     yyjson_mut_obj_add_strcpy(d, o, "host_fingerprint", r->id.fingerprint);
     yyjson_mut_obj_add_strcpy(d, o, "engine_version", r->id.engine_version);
-    yyjson_mut_obj_add_str(d, o, "backend", QR_BENCH_BACKEND);
+    yyjson_mut_obj_add_strcpy(d, o, "backend", r->backend[0] ? r->backend : QR_BENCH_BACKEND);
     yyjson_mut_obj_add_strcpy(d, o, "model", r->model_key);
     yyjson_mut_obj_add_strcpy(d, o, "model_path", r->model_path);
     yyjson_mut_obj_add_strcpy(d, o, "workload", r->workload);
@@ -658,7 +704,11 @@ static void add_identity(const struct qr_bench_result *r, yyjson_mut_doc *d, yyj
     yyjson_mut_obj_add_uint(d, o, "gen_tokens", r->gen_tokens);
     yyjson_mut_obj_add_uint(d, o, "reps", r->reps);
     yyjson_mut_obj_add_uint(d, o, "threads", r->threads);
-    yyjson_mut_obj_add_str(d, o, "order", "interleaved A,B,A,B; a fresh engine per run");
+    yyjson_mut_obj_add_str(d, o, "order",
+                           !strcmp(r->backend, "ollama")
+                               ? "interleaved A,B,A,B; Ollama keeps the model loaded (a changed "
+                                 "num_ctx reloads it: load_ms)"
+                               : "interleaved A,B,A,B; a fresh engine per run");
     yyjson_mut_obj_add_str(d, o, "kv_source", r->kv_source ? r->kv_source : "unknown");
 }
 
@@ -667,11 +717,22 @@ static void add_arm(const struct qr_bench_result *r, size_t a, int metric, yyjso
 {
     yyjson_mut_val *o = yyjson_mut_obj_add_obj(d, parent, key);
     yyjson_mut_obj_add_strcpy(d, o, "label", r->arms[a].label);
-    yyjson_mut_val *args = yyjson_mut_obj_add_arr(d, o, "engine_args");
-    const char *av[QR_CALIB_ENGINE_MAX_ARGS + 1];
-    size_t n = qr_bench_arm_args(&r->arms[a], av, QR_ARRAY_LEN(av));
-    for (size_t i = 0; i < n; i++)
-        yyjson_mut_arr_add_strcpy(d, args, av[i]);
+    if (!strcmp(r->backend, "ollama")) {
+        /* what the arm sent in /api/generate's options (Ollama's names) */
+        yyjson_mut_val *ov = yyjson_mut_obj_add_obj(d, o, "ollama_options");
+        static const char *const names[][2] = {
+            {"ctx", "num_ctx"}, {"batch", "num_batch"}, {"threads", "num_thread"}};
+        for (size_t i = 0; r->arms[a].override && i < r->arms[a].n_knobs; i++)
+            for (size_t k = 0; k < 3; k++)
+                if (!strcmp(r->arms[a].knobs[i].key, names[k][0]))
+                    yyjson_mut_obj_add_strcpy(d, ov, names[k][1], r->arms[a].knobs[i].value);
+    } else {
+        yyjson_mut_val *args = yyjson_mut_obj_add_arr(d, o, "engine_args");
+        const char *av[QR_CALIB_ENGINE_MAX_ARGS + 1];
+        size_t n = qr_bench_arm_args(&r->arms[a], av, QR_ARRAY_LEN(av));
+        for (size_t i = 0; i < n; i++)
+            yyjson_mut_arr_add_strcpy(d, args, av[i]);
+    }
     yyjson_mut_val *st = yyjson_mut_obj_add_obj(d, o, "stats");
     for (size_t m = 0; m < QR_BENCH_N_METRICS; m++) {
         if (metric >= 0 && (size_t) metric != m)

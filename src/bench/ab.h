@@ -105,13 +105,16 @@ struct qr_bench_opts {
     uint32_t threads;        /* -t/-tb for both arms (an arm's threads knob wins); 0 = engine's */
     const struct qr_bench_workload *workload; /* NULL = the default shape; borrowed */
     uint32_t budget_ms;                       /* whole run; 0 = default */
-    volatile sig_atomic_t *cancel;            /* may be NULL */
-    qr_bench_progress_fn progress;            /* may be NULL */
+    const char *ollama_url;        /* non-NULL: measure this Ollama daemon instead of a managed
+                                      llama-server; model_path is then the Ollama model name */
+    volatile sig_atomic_t *cancel; /* may be NULL */
+    qr_bench_progress_fn progress; /* may be NULL */
     void *progress_arg;
 };
 
 struct qr_bench_result {
     int64_t started_ms, finished_ms; /* epoch ms */
+    char backend[16];                /* QR_BENCH_BACKEND or "ollama" */
     struct qr_calib_identity id;     /* host fingerprint and engine version */
     char model_key[4096];
     char model_path[4096];
@@ -151,5 +154,14 @@ enum qr_err qr_bench_ab_json(const struct qr_bench_result *r, struct yyjson_mut_
  * (may be NULL): the decode_tps row's id. */
 enum qr_err qr_bench_ab_save(struct qr_store *s, const struct qr_bench_result *r, int64_t *out_id,
                              struct qr_diag *diag);
+
+/* Against Ollama (ab_ollama.c): its /api/version into out, and one measured /api/generate of
+ * arm (num_ctx for the override's ctx knob; batch and threads as num_batch and num_thread) into
+ * s. think: 1 on, 0 off, -1 not sent. */
+enum qr_err qr_bench_ollama_version(const char *url, char *out, size_t cap, struct qr_diag *diag);
+enum qr_err qr_bench_ollama_measure(const char *url, const char *model,
+                                    const struct qr_bench_arm *arm, const char *system,
+                                    const char *prompt, uint32_t gen_tokens, int think,
+                                    struct qr_bench_sample *s, struct qr_diag *diag);
 
 #endif

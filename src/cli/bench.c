@@ -56,6 +56,12 @@ struct opts {
     bool json, no_progress, guard_only;
 };
 
+/* The backend the runs measure: the managed llama-server, or the configured Ollama when the
+ * backend setting says ollama explicitly (--backend ollama, QUANTUM_RUNTIME_BACKEND=ollama, or
+ * the config file). */
+static const char *g_backend = QR_BENCH_BACKEND;
+static const char *g_ollama_url; /* Ollama mode: its URL */
+
 static void draw_progress(void *arg, const char *arm, unsigned done, unsigned total)
 {
     (void) arg;
@@ -71,7 +77,8 @@ static int usage_error(const char *what, const char *arg)
             "bench: %s '%s' (usage: bench --model X --ab native,override[:KEY=VALUE,...] [--ctx "
             "N] [--reps N] [--prompt-tokens N] [--gen-tokens N] [--workload FILE] [--threads N] "
             "[--budget-ms N] [--threshold-pct P] [--json] [OPTIONS] | bench --guard --model X "
-            "[--threshold-pct P] [--json] [OPTIONS])\n",
+            "[--threshold-pct P] [--json] [OPTIONS]; --backend ollama measures the configured "
+            "Ollama)\n",
             what, arg);
     return 2;
 }
@@ -176,6 +183,20 @@ static int resolve_model(const struct qr_config *cfg, const char *model, char *p
     return rc;
 }
 
+static int resolve_ollama_key(const struct qr_config *cfg, const char *model, char *key,
+                              size_t kcap)
+{
+    struct qr_catalog *cat = NULL;
+    if (qr_catalog_load(cfg, NULL, &cat)) {
+        fprintf(stderr, "bench: out of memory\n");
+        return 1;
+    }
+    const struct qr_reg_model *m = qr_registry_find(cat->registry, model);
+    snprintf(key, kcap, "%s", m && m->m && m->m->id ? m->m->id : model);
+    qr_catalog_free(cat);
+    return 0;
+}
+
 static enum qr_err open_store(const char *state_dir, bool create, struct qr_store **out,
                               struct qr_diag *diag)
 {
@@ -215,7 +236,7 @@ static void guard_json(yyjson_mut_doc *d, yyjson_mut_val *root, const char *mode
 {
     yyjson_mut_val *o = yyjson_mut_obj_add_obj(d, root, "guard");
     yyjson_mut_obj_add_strcpy(d, o, "model", model);
-    yyjson_mut_obj_add_str(d, o, "backend", QR_BENCH_BACKEND);
+    yyjson_mut_obj_add_str(d, o, "backend", g_backend);
     yyjson_mut_obj_add_strcpy(d, o, "engine_version", id->engine_version);
     yyjson_mut_obj_add_strcpy(d, o, "host_fingerprint", id->fingerprint);
     yyjson_mut_obj_add_str(d, o, "verdict", qr_guard_verdict_str(g->verdict));
@@ -242,7 +263,7 @@ static void guard_json(yyjson_mut_doc *d, yyjson_mut_val *root, const char *mode
 static void guard_text(const char *model, const struct qr_calib_identity *id,
                        const struct qr_guard_evidence *ev, const struct qr_guard_decision *g)
 {
-    printf("guard: model %s, backend %s, engine %s, host %s\n", model, QR_BENCH_BACKEND,
+    printf("guard: model %s, backend %s, engine %s, host %s\n", model, g_backend,
            id->engine_version, id->fingerprint);
     if (ev->found)
         printf("guard: evidence run %lld: native decode median %.2f tok/s (stddev %.2f, n=%zu), "
@@ -308,8 +329,8 @@ static int guard(const struct qr_config *cfg, struct qr_store *s, const char *ke
 {
     struct qr_guard_evidence ev = {0};
     struct qr_diag diag = {{0}};
-    if (s && qr_guard_evidence_find(s, key, QR_BENCH_BACKEND, id->engine_version, id->fingerprint,
-                                    &ev, &diag)) {
+    if (s && qr_guard_evidence_find(s, key, g_backend, id->engine_version, id->fingerprint, &ev,
+                                    &diag)) {
         fprintf(stderr, "bench: cannot read the evidence store: %s\n", diag.msg);
         return 1;
     }
@@ -330,6 +351,7 @@ static int run_bench(const struct qr_config *cfg, const struct opts *o, const ch
         .engine_path = cfg->llama_server,
         .model_path = path,
         .model_key = key,
+        .ollama_url = g_ollama_url,
         .arms_spec = o->ab,
         .ctx = (uint32_t) o->ctx,
         .reps = (uint32_t) o->reps,
@@ -386,10 +408,20 @@ static int guard_only(const struct qr_config *cfg, const struct opts *o, const c
     struct qr_calib_identity *id = malloc(sizeof *id);
     if (!id)
         abort();
-    qr_calib_identity(NULL, cfg->llama_server, NULL, NULL, id);
     struct qr_store *s = NULL;
     struct qr_diag diag = {{0}};
     int rc = 1;
+    if (g_ollama_url) {
+        char version[64];
+        if (qr_bench_ollama_version(g_ollama_url, version, sizeof version, &diag)) {
+            fprintf(stderr, "bench: cannot ask Ollama for its version: %s\n", diag.msg);
+            free(id);
+            return 1;
+        }
+        qr_calib_identity(NULL, NULL, NULL, version, id);
+    } else {
+        qr_calib_identity(NULL, cfg->llama_server, NULL, NULL, id);
+    }
     if (open_store(cfg->state_dir, false, &s, &diag)) {
         fprintf(stderr, "bench: cannot open the evidence store: %s\n", diag.msg);
     } else {
@@ -431,7 +463,16 @@ int qr_cli_bench(int argc, char **argv)
     qr_log_setup(QR_LOG_ERROR, strcmp(cfg.log_format, "text") ? QR_LOG_JSON : QR_LOG_TEXT);
     struct qr_bench_workload w = {0};
     char path[PATH_MAX], key[PATH_MAX];
-    rc = resolve_model(&cfg, o.model, path, sizeof path, key, sizeof key);
+    if (cfg.source[QR_CFG_BACKEND] != QR_SRC_DEFAULT && !strcmp(cfg.backend, "ollama")) {
+        /* the configured Ollama: the model is its name there; the evidence is keyed by the
+         * registry's canonical id when the name resolves */
+        g_backend = "ollama";
+        g_ollama_url = cfg.ollama_url;
+        snprintf(path, sizeof path, "%s", o.model);
+        rc = resolve_ollama_key(&cfg, o.model, key, sizeof key);
+    } else {
+        rc = resolve_model(&cfg, o.model, path, sizeof path, key, sizeof key);
+    }
     if (!rc && o.workload && qr_bench_workload_load(o.workload, &w, &diag)) {
         fprintf(stderr, "bench: %s\n", diag.msg);
         rc = 2;

@@ -320,6 +320,53 @@ static void test_daemon_reads_guard(void **st)
     assert_true(seen);
 }
 
+/* The same A/B against whatever Ollama is configured (here a replay speaking Ollama's protocol:
+ * the override arm's num_ctx answer decodes 20% slower): measured from Ollama's own metrics,
+ * stored with backend "ollama" and its version, and refused by the guard. */
+static void test_ollama_ab(void **st)
+{
+    (void) st;
+    struct qr_child rp;
+    qr_t_replay_start_dir(&rp, QR_TEST_CASES "/replay-ollama-bench");
+    char url[96];
+    snprintf(url, sizeof url, "QUANTUM_RUNTIME_OLLAMA_URL=http://127.0.0.1:%u", rp.port);
+    const char *env[] = {url, NULL};
+    char *argv[] = {QR_TEST_DAEMON, "bench",       "--backend", "ollama",
+                    "--model",      "llama3.2:1b", "--ab",      "native,override",
+                    "--ctx",        "2048",        "--reps",    "3",
+                    "--json",       "--state-dir", state,       NULL};
+    char *out = NULL;
+    int rc = qr_t_run(argv, env, 60000, &out);
+    yyjson_doc *doc = yyjson_read(out, strlen(out), 0);
+    if (!doc)
+        fail_msg("bench exited %d: %s", rc, out);
+    yyjson_val *root = yyjson_doc_get_root(doc), *b = yyjson_obj_get(root, "benchmark");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(b, "backend")), "ollama");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(b, "engine_version")), "0.12.6");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(b, "model")), "llama3.2:1b");
+    yyjson_val *a = yyjson_obj_get(b, "a"), *o = yyjson_obj_get(b, "b");
+    assert_true(num(yyjson_obj_get(yyjson_obj_get(a, "stats"), "decode_tps"), "median") == 64.0);
+    assert_true(num(yyjson_obj_get(yyjson_obj_get(o, "stats"), "decode_tps"), "median") == 51.2);
+    assert_string_equal(
+        yyjson_get_str(yyjson_obj_get(yyjson_obj_get(o, "ollama_options"), "num_ctx")), "2048");
+    yyjson_val *s0 = yyjson_arr_get(yyjson_obj_get(o, "samples"), 0);
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(s0, "n_ctx")), 4096);
+    assert_int_equal(yyjson_get_int(yyjson_obj_get(s0, "load_ms")), 300);
+    yyjson_val *g = yyjson_obj_get(root, "guard");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(g, "verdict")), "refused");
+    assert_int_equal(rc, 3);
+    yyjson_doc_free(doc);
+    free(out);
+    /* bench --guard reads it back for the Ollama backend */
+    char *gargv[] = {QR_TEST_DAEMON, "bench",  "--guard",     "--backend", "ollama", "--model",
+                     "llama3.2:1b",  "--json", "--state-dir", state,       NULL};
+    rc = qr_t_run(gargv, env, 30000, &out);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(out, "\"verdict\": \"refused\""));
+    free(out);
+    assert_int_equal(qr_t_stop(&rp, SIGTERM, 5000), 0);
+}
+
 static void test_benchmark_plan(void **st)
 {
     (void) st;
@@ -368,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_moe_workload),
         cmocka_unit_test(test_guard_no_evidence),
         cmocka_unit_test(test_daemon_reads_guard),
+        cmocka_unit_test(test_ollama_ab),
         cmocka_unit_test(test_benchmark_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
