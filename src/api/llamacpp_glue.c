@@ -524,6 +524,7 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
         .on_evidence = on_evidence,
         .evidence_arg = g,
     };
+    qr_placement_verified_from_ledger(app->catalog->ledger, &o.verified);
     struct qr_diag d = {{0}};
     const char *why = d.msg; /* QR_LF_S tests its value for NULL */
     if (qr_llamacpp_configure(app->managed, &o, &d))

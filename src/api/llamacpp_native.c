@@ -53,6 +53,14 @@ static int64_t sint_of(yyjson_mut_val *o, const char *key)
 }
 
 /* The members the adapter's loaded JSON lacks: placement, per-slot context, loading, times. */
+/* "placement": where the plan applied at start put the model (cpu without a plan). */
+static const char *placement_of(yyjson_mut_val *o)
+{
+    const char *d =
+        yyjson_mut_get_str(yyjson_mut_obj_get(yyjson_mut_obj_get(o, "placement_plan"), "decision"));
+    return d && !strcmp(d, "hybrid") ? "hybrid" : d && !strcmp(d, "gpu") ? "gpu" : "cpu";
+}
+
 static bool decorate(yyjson_mut_doc *doc, yyjson_mut_val *o)
 {
     uint64_t ctx = yyjson_mut_get_uint(yyjson_mut_obj_get(o, "ctx"));
@@ -62,7 +70,7 @@ static bool decorate(yyjson_mut_doc *doc, yyjson_mut_val *o)
     int64_t expires = sint_of(o, "expires_at_ms");
     /* llama-server reports no load fraction: /health is 503 until the model is in memory */
     return yyjson_mut_obj_add_uint(doc, o, "ctx_per_slot", parallel ? ctx / parallel : ctx) &&
-           yyjson_mut_obj_add_str(doc, o, "placement", "cpu") &&
+           yyjson_mut_obj_add_str(doc, o, "placement", placement_of(o)) &&
            yyjson_mut_obj_add_bool(doc, o, "loading", loading) &&
            add_time(doc, o, "loaded_at", sint_of(o, "loaded_at_ms")) &&
            add_time(doc, o, "last_used_at", sint_of(o, "last_used_ms")) &&

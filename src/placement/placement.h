@@ -250,6 +250,12 @@ void qr_placement_host_from_profile(const struct qr_host_profile *p, const struc
 /* Set h->model_on_nvme and h->model_device from the block device holding path (sysfs). */
 void qr_placement_host_locate_file(struct qr_placement_host *h, const char *path);
 
+/* Refresh h->ram_available (and h->ram_total) from a meminfo file (path NULL: /proc/meminfo),
+ * for a host discovered once and planned on later: what is free changes, the topology does not.
+ * A file that cannot be read or lacks the lines leaves the old values. Returns true when
+ * MemAvailable was read. */
+bool qr_placement_host_refresh_memory(struct qr_placement_host *h, const char *path);
+
 /* Size the GGUF file at path for n_ctx cells (0: the model's context_length, else 4096) and
  * n_seq slots (0: llama-server's default -np auto, 4 unified; N: -np N, one stream each).
  * QR_ERR_NOT_FOUND/QR_ERR_INVALID/QR_ERR_IO with diag when the file cannot be read. */
@@ -276,6 +282,7 @@ struct qr_placement_query {
     const char *model; /* the name it was resolved from, or NULL */
     uint64_t n_ctx, n_seq;
     struct qr_placement_request req; /* verified flags already filled */
+    const char *calibration_json;    /* the stored calibration (borrowed), NULL: null */
 };
 
 /* Parse a POST /v1/placement body into q (strings borrowed from doc; exactly one of q->model and
@@ -287,8 +294,9 @@ enum qr_err qr_placement_query_parse(struct yyjson_doc *doc, struct qr_placement
                                      struct qr_diag *diag);
 
 /* Discover the host (roots NULL: the real ones), size q->path and plan: the whole answer
- * {"api_version","placement_schema","model","host","limits","calibration":null,"plan"} into
- * *out (owned by the caller), and *fits. QR_ERR_NOMEM, or the file's error with diag. */
+ * {"api_version","placement_schema","model","host","limits","calibration","plan"} into
+ * *out (owned by the caller), and *fits; "calibration" is q->calibration_json parsed (null when
+ * NULL or not JSON). QR_ERR_NOMEM, or the file's error with diag. */
 enum qr_err qr_placement_document(const struct qr_placement_query *q, const char *api_version,
                                   struct yyjson_mut_doc **out, bool *fits, struct qr_diag *diag);
 

@@ -73,6 +73,26 @@ void qr_placement_host_locate_file(struct qr_placement_host *h, const char *path
     h->model_on_nvme = strstr(real, "/nvme/") != NULL || !strncmp(h->model_device, "nvme", 4);
 }
 
+bool qr_placement_host_refresh_memory(struct qr_placement_host *h, const char *path)
+{
+    FILE *f = fopen(path ? path : "/proc/meminfo", "r");
+    if (!f)
+        return false;
+    unsigned long long kb = 0;
+    bool avail = false;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1 && kb && kb < UINT64_MAX / 1024)
+            h->ram_total = (uint64_t) kb * 1024u;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1 && kb < UINT64_MAX / 1024) {
+            h->ram_available = (uint64_t) kb * 1024u;
+            avail = true;
+        }
+    }
+    fclose(f);
+    return avail;
+}
+
 enum qr_err qr_placement_model_from_file(const char *path, uint64_t n_ctx, uint64_t n_seq,
                                          struct qr_placement_model *out, struct qr_diag *diag)
 {
@@ -290,6 +310,16 @@ enum qr_err qr_placement_query_parse(yyjson_doc *doc, struct qr_placement_query 
 
 /* ---- the answer document ---- */
 
+/* "calibration": the stored run's JSON as it was stored, or null. */
+static bool add_calibration(yyjson_mut_doc *doc, yyjson_mut_val *root, const char *json)
+{
+    yyjson_doc *d = json ? yyjson_read(json, strlen(json), 0) : NULL;
+    yyjson_mut_val *v = d ? yyjson_val_mut_copy(doc, yyjson_doc_get_root(d)) : NULL;
+    yyjson_doc_free(d);
+    return v ? yyjson_mut_obj_add_val(doc, root, "calibration", v)
+             : yyjson_mut_obj_add_null(doc, root, "calibration");
+}
+
 static enum qr_err build(yyjson_mut_doc *doc, const struct qr_placement_query *q,
                          const char *api_version, const struct qr_host_profile *hp,
                          const struct qr_host_limits *hl, const struct qr_placement_model *m,
@@ -308,7 +338,7 @@ static enum qr_err build(yyjson_mut_doc *doc, const struct qr_placement_query *q
         yyjson_mut_obj_add_strcpy(doc, mo, "path", q->path) &&
         (h = yyjson_mut_obj_add_obj(doc, root, "host")) && !qr_host_profile_json(hp, doc, h) &&
         (l = yyjson_mut_obj_add_obj(doc, root, "limits")) && !qr_host_limits_json(hl, doc, l) &&
-        yyjson_mut_obj_add_null(doc, root, "calibration") &&
+        add_calibration(doc, root, q->calibration_json) &&
         (p = yyjson_mut_obj_add_obj(doc, root, "plan")) && !qr_placement_plan_json(plan, m, doc, p);
     return ok ? QR_OK : QR_ERR_NOMEM;
 }

@@ -11,7 +11,11 @@
  * asked to serve fails the first request with 503 model_load_failed naming the exit code and its
  * log line within 5 s (OpenAI and Ollama shapes), and the daemon stays healthy. /v1/loaded during
  * a load (an engine wrapper that waits 1 s before it execs the real one) shows the model
- * starting/loading with its pid, the queued request and no load time yet. */
+ * starting/loading with its pid, the queued request and no load time yet. Placement: a model
+ * starts with its plan's engine arguments (/v1/loaded placement_plan and engine_args, the engine's
+ * own /proc/PID/cmdline, and the real engine serves with them); a model whose plan does not fit
+ * this host (the scripted model with llama_ctx 16 Mi: a 36 GiB KV cache) is refused with 507
+ * insufficient_memory and the plan's numbers, and no engine process is started. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -89,9 +93,9 @@ static bool write_file(const char *path, const char *text, mode_t mode)
     return ok && chmod(path, mode) == 0;
 }
 
-/* A daemon on the generated models with one thread and a 1024-token context per engine, plus the
+/* A daemon on the generated models with one thread and a ctx-token context per engine, plus the
  * settings in env ("NAME=value", up to 4). */
-static void daemon_start(struct qr_child *d, const char *const *env)
+static void daemon_start_ctx(struct qr_child *d, const char *const *env, const char *ctx)
 {
     char reg[160];
     snprintf(reg, sizeof reg, "QUANTUM_RUNTIME_REGISTRY_DIRS=%s", registry);
@@ -99,9 +103,14 @@ static void daemon_start(struct qr_child *d, const char *const *env)
     for (size_t i = 0; env && env[i] && i < 4; i++)
         e[i + 1] = env[i];
     const char *const args[] = {
-        "--backend", "llama.cpp",   "--models-dir", models, "--llama-threads",
-        "1",         "--llama-ctx", "1024",         NULL};
+        "--backend", "llama.cpp", "--models-dir", models, "--llama-threads", "1", "--llama-ctx",
+        ctx,         NULL};
     qr_t_daemon_start_args(d, 0, e, args);
+}
+
+static void daemon_start(struct qr_child *d, const char *const *env)
+{
+    daemon_start_ctx(d, env, "1024");
 }
 
 static void daemon_stop(struct qr_child *d)
@@ -721,6 +730,166 @@ static void test_loading_state(void **state)
     daemon_stop(&d);
 }
 
+/* ---- e) placement: the plan's arguments applied, a model that does not fit refused ---- */
+
+/* Is there a word equal to w followed by a word equal to next in arr (a JSON array of strings)? */
+static bool has_pair(yyjson_val *arr, const char *w, const char *next)
+{
+    size_t n = yyjson_arr_size(arr);
+    for (size_t i = 0; i + 1 < n; i++) {
+        const char *a = yyjson_get_str(yyjson_arr_get(arr, i));
+        const char *b = yyjson_get_str(yyjson_arr_get(arr, i + 1));
+        if (a && b && !strcmp(a, w) && !strcmp(b, next))
+            return true;
+    }
+    return false;
+}
+
+/* The same in a NUL-separated command line. */
+static bool cmdline_has_pair(pid_t pid, const char *w, const char *next)
+{
+    char path[64], buf[16384];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+        size_t next_at = i + strlen(buf + i) + 1;
+        if (next_at < n && !strcmp(buf + i, w) && !strcmp(buf + next_at, next))
+            return true;
+    }
+    return false;
+}
+
+/* Processes whose parent is pid (from /proc/N/stat). */
+static unsigned children_of(pid_t pid)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "awk '$4 == %d' /proc/[0-9]*/stat 2>/dev/null | wc -l", (int) pid);
+    FILE *p = popen(cmd, "r");
+    unsigned n = 0;
+    if (p) {
+        if (fscanf(p, "%u", &n) != 1)
+            n = 0;
+        pclose(p);
+    }
+    return n;
+}
+
+static void test_placement_applied(void **state)
+{
+    struct qr_child d;
+    daemon_start(&d, NULL);
+    chat_ok(d.port, "/v1/chat/completions", CHAT); /* the real engine serves with the flags */
+    struct qr_t_resp r;
+    qr_t_request("GET", d.port, "/v1/loaded", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    yyjson_doc *doc = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(doc);
+    yyjson_val *m = jpath(yyjson_doc_get_root(doc), "/models/0");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "model")), "scripted-chat");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "state")), "ready");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(m, "placement")), "cpu");
+    yyjson_val *pl = yyjson_obj_get(m, "placement_plan");
+    const char *decision = yyjson_get_str(yyjson_obj_get(pl, "decision"));
+    const char *reason = yyjson_get_str(yyjson_obj_get(pl, "reason"));
+    assert_non_null(decision);
+    assert_non_null(reason);
+    fprintf(stderr, "placement_plan: %s | %s | total %llu, usable %llu\n", decision ? decision : "",
+            reason ? reason : "",
+            (unsigned long long) yyjson_get_uint(yyjson_obj_get(pl, "total_bytes")),
+            (unsigned long long) yyjson_get_uint(yyjson_obj_get(pl, "ram_usable_bytes")));
+    assert_string_equal(decision, "cpu_only");
+    assert_string_equal(yyjson_get_str(yyjson_obj_get(pl, "strategy")), "cpu");
+    assert_true(yyjson_get_bool(yyjson_obj_get(pl, "applied")));
+    assert_true(yyjson_is_null(yyjson_obj_get(pl, "note")));
+    assert_non_null(strstr(reason, "fits in RAM"));
+    assert_int_equal(yyjson_get_uint(yyjson_obj_get(pl, "threads")), 1); /* --llama-threads 1 */
+    /* the plan's flags without -t (the backend sets -t/-tb itself) */
+    yyjson_val *args = yyjson_obj_get(pl, "args");
+    assert_true(has_pair(args, "-ngl", "0"));
+    size_t i, max;
+    yyjson_val *a;
+    yyjson_arr_foreach(args, i, max, a)
+    {
+        assert_string_not_equal(yyjson_get_str(a), "-t");
+    }
+    /* what the process was spawned with, and what the engine's command line says */
+    yyjson_val *eargs = yyjson_obj_get(m, "engine_args");
+    assert_true(has_pair(eargs, "-ngl", "0"));
+    assert_true(has_pair(eargs, "-t", "1"));
+    assert_true(has_pair(eargs, "-a", "scripted-chat"));
+    pid_t pid = (pid_t) yyjson_get_sint(yyjson_obj_get(m, "pid"));
+    assert_true(cmdline_has_pair(pid, "-ngl", "0"));
+    /* the plan's total has the engine allowance (256 MiB) the budget estimate does not */
+    uint64_t bytes = yyjson_get_uint(yyjson_obj_get(m, "bytes"));
+    uint64_t total = yyjson_get_uint(yyjson_obj_get(pl, "total_bytes"));
+    assert_true(total > bytes && total < bytes + (512ull << 20));
+    assert_true(yyjson_get_uint(yyjson_obj_get(pl, "ram_usable_bytes")) >= total);
+    yyjson_doc_free(doc);
+    qr_t_resp_free(&r);
+    assert_true(qr_t_log_contains(&d, "llama.cpp placement applied"));
+    daemon_stop(&d);
+}
+
+static void test_placement_refused(void **state)
+{
+    const char *const env[] = {"QUANTUM_RUNTIME_MEMORY_BUDGET=1125899906842624", NULL};
+    struct qr_child d;
+    daemon_start_ctx(&d, env, "16777216");
+    /* the plan this host gives it: skip where 16 Mi tokens of its KV cache fit in RAM */
+    struct qr_t_resp r;
+    post(d.port, "/v1/placement",
+         "{\"model\":\"scripted-chat\",\"context\":16777216,\"parallel\":1}", &r);
+    if (r.status == 200) {
+        fprintf(stderr, "scripted-chat at 16 Mi tokens fits this host: %s\n", r.body);
+        qr_t_resp_free(&r);
+        daemon_stop(&d);
+        skip();
+    }
+    assert_int_equal(r.status, 422);
+    qr_t_resp_free(&r);
+    unsigned before = children_of(d.pid);
+
+    const char body[] = "{\"model\":\"scripted-chat\",\"messages\":[{\"role\":\"user\","
+                        "\"content\":\"hi\"}]}";
+    post(d.port, "/v1/chat/completions", body, &r);
+    fprintf(stderr, "refused, OpenAI: %ld in %.0f ms: %s\n", r.status, r.total_ms, r.body);
+    assert_int_equal(r.status, 507);
+    yyjson_doc *doc = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(doc);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    assert_string_equal(yyjson_get_str(jpath(root, "/error/code")), "insufficient_memory");
+    const char *msg = yyjson_get_str(jpath(root, "/error/message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "cannot load model 'scripted-chat' on this host: does not fit: "
+                                "needs "));
+    assert_non_null(strstr(msg, " usable (available "));
+    assert_non_null(strstr(msg, "reserve "));
+    yyjson_doc_free(doc);
+    qr_t_resp_free(&r);
+
+    post(d.port, "/api/chat",
+         "{\"model\":\"scripted-chat\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+    fprintf(stderr, "refused, Ollama: %ld: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 507);
+    assert_non_null(strstr(r.body, "does not fit: needs "));
+    qr_t_resp_free(&r);
+
+    /* nothing was started: no process row, no engine child, the log says why */
+    assert_false(loaded(d.port, "scripted-chat").found);
+    assert_int_equal(children_of(d.pid), before);
+    assert_true(qr_t_log_contains(&d, "llama.cpp placement refused the model"));
+    assert_false(qr_t_log_contains(&d, "llama.cpp loading model"));
+    qr_t_request("GET", d.port, "/readyz", NULL, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    qr_t_resp_free(&r);
+    daemon_stop(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +899,8 @@ int main(void)
         cmocka_unit_test(test_budget_busy_not_evicted),
         cmocka_unit_test(test_engine_fails_to_start),
         cmocka_unit_test(test_loading_state),
+        cmocka_unit_test(test_placement_applied),
+        cmocka_unit_test(test_placement_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

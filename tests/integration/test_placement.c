@@ -3,7 +3,10 @@
  * that fits (200), a refusal with its numbers (422), and 400/404 for bad requests;
  * `quantum-runtime plan --json` answers the same document and exits 3 when refused; and every
  * plan's engine arguments are flags the installed llama-server lists in --help and that the
- * engine's llama-completion runs the model with. */
+ * engine's llama-completion runs the model with; after a calibration stored in the daemon's
+ * state_dir, POST /v1/placement answers it as "calibration" and plans its best thread count unless
+ * the body gives threads. (The plan applied when the llama.cpp backend starts a model is tested
+ * in test_llamacpp_lifecycle.c.) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -40,9 +43,10 @@ static int setup(void **state)
     free(out);
     if (rc != 0)
         return -1;
-    char env_models[PATH_MAX + 40];
+    char env_models[PATH_MAX + 40], env_state[PATH_MAX + 48];
     snprintf(env_models, sizeof env_models, "QUANTUM_RUNTIME_MODELS_DIR=%s", models);
-    const char *env[] = {env_models, NULL};
+    snprintf(env_state, sizeof env_state, "QUANTUM_RUNTIME_STATE_DIR=%s/daemon-state", models);
+    const char *env[] = {env_models, env_state, NULL};
     qr_t_daemon_start(&daemon_, 0, env);
     return 0;
 }
@@ -311,6 +315,61 @@ static void test_engine_accepts_plan_args(void **state)
     free(help);
 }
 
+/* A calibration stored in the daemon's state_dir is the answer's "calibration", and its best
+ * thread count is the plan's unless the body names one. Runs last: the cases above expect null. */
+static void test_calibration_in_plan(void **state)
+{
+    (void) state;
+    char path[PATH_MAX + 64], state_dir[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/llama-tiny.gguf", models);
+    snprintf(state_dir, sizeof state_dir, "%s/daemon-state", models);
+    if (access(QR_TEST_LLAMA_BIN "/llama-server", X_OK) != 0)
+        skip(); /* no engine here (scripts/setup not run) */
+    char *argv[] = {
+        QR_TEST_DAEMON, "calibrate", "--json",      "--budget-ms", "15000",         "--model", path,
+        "--state-dir",  state_dir,   "--log-level", "error",       "--no-progress", NULL};
+    char *out = NULL;
+    int rc = qr_t_run(argv, NULL, 60000, &out);
+    if (rc != 0)
+        fprintf(stderr, "calibrate: %s\n", out ? out : "");
+    assert_int_equal(rc, 0);
+    free(out);
+    yyjson_doc *doc = post("{\"model\":\"llama-tiny\",\"context\":256}", 200);
+    yyjson_val *root = yyjson_doc_get_root(doc);
+    yyjson_val *cal = yyjson_obj_get(root, "calibration");
+    assert_true(yyjson_is_obj(cal));
+    assert_string_equal(str_at(root, "/calibration/schema_version"),
+                        "quantum.runtime/host-calibration/v1alpha1");
+    assert_non_null(strstr(str_at(root, "/calibration/model"), "llama-tiny.gguf"));
+    uint64_t best = yyjson_get_uint(yyjson_obj_get(cal, "best_threads"));
+    uint64_t planned = yyjson_get_uint(yyjson_ptr_get(root, "/plan/threads/count"));
+    fprintf(stderr, "calibrated best_threads %llu, planned %llu\n", (unsigned long long) best,
+            (unsigned long long) planned);
+    assert_true(best >= 1);
+    assert_int_equal(planned, best);
+    assert_string_equal(str_at(root, "/plan/engine/args/0"), "-t");
+    char want[48];
+    snprintf(want, sizeof want, "%llu", (unsigned long long) best);
+    assert_string_equal(str_at(root, "/plan/engine/args/1"), want);
+    /* taken from the calibration, not from the host's cores */
+    snprintf(want, sizeof want, "threads %llu: given", (unsigned long long) best);
+    bool given = false;
+    size_t i, max;
+    yyjson_val *line;
+    yyjson_arr_foreach(yyjson_ptr_get(root, "/plan/reasons"), i, max, line)
+    {
+        given = given || !strncmp(yyjson_get_str(line), want, strlen(want));
+    }
+    assert_true(given);
+    yyjson_doc_free(doc);
+    /* a given count wins */
+    doc = post("{\"model\":\"llama-tiny\",\"context\":256,\"threads\":1}", 200);
+    root = yyjson_doc_get_root(doc);
+    assert_true(yyjson_is_obj(yyjson_obj_get(root, "calibration")));
+    assert_int_equal(yyjson_get_uint(yyjson_ptr_get(root, "/plan/threads/count")), 1);
+    yyjson_doc_free(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_post_bad_requests),
         cmocka_unit_test(test_cli_plan),
         cmocka_unit_test(test_engine_accepts_plan_args),
+        cmocka_unit_test(test_calibration_in_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -28,6 +28,7 @@
 #include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "gguf/sizing.h"
+#include "host/profile.h"
 
 #define DEFAULT_TTL_MS   300000
 #define DEFAULT_CTX      4096
@@ -106,6 +107,10 @@ struct lp {
     struct qr_llamacpp_props props;
     uint64_t requests, refused, tool_calls_dropped;
     pid_t last_pid; /* the newest child seen, for the crash record */
+    /* the placement plan applied at start (its args are the process's extra flags); NULL when
+     * the file could not be sized (plan_note says why) */
+    struct qr_placement_plan *plan;
+    char plan_note[256];
 };
 
 struct llamacpp {
@@ -117,6 +122,8 @@ struct llamacpp {
     char engine_err[512];
     struct qr_llamacpp_options o; /* engine_path / prefix point at the copies below */
     char *engine_path, *prefix;
+    struct qr_placement_host host; /* discovered (or given) once by configure */
+    bool host_given;               /* o.host: planned as given, memory not read again */
     struct lp *procs;
     struct later *laters; /* probe / list answers not delivered yet */
 };
@@ -565,6 +572,7 @@ static void lp_free(struct lp *p)
     free(p->draft);
     free(p->spec);
     free(p->mmproj);
+    free(p->plan);
     free(p);
 }
 
@@ -717,11 +725,18 @@ static void size_one(const char *path, uint32_t ctx, uint32_t parallel, uint64_t
     free(arch);
 }
 
+/* The context the engine allocates its KV cache for: the whole -c. llama-server caps a slot at the
+ * training context only after the context was created (0.7.0: "the slot context (65536) exceeds
+ * the training context of the model (32768) - capping", with the cache for 65536 allocated and a
+ * -c the host cannot hold failing in create_context), so the cap does not shrink the memory. */
+static uint32_t lp_sized_ctx(const struct lp *p)
+{
+    return p->ctx;
+}
+
 static void lp_size(struct lp *p)
 {
-    uint32_t ctx = p->ctx;
-    if (p->native_ctx && (uint64_t) p->native_ctx * p->parallel < ctx)
-        ctx = p->native_ctx * p->parallel; /* the engine caps a slot at the training context */
+    uint32_t ctx = lp_sized_ctx(p);
     size_one(p->gguf, ctx, p->parallel, &p->weight_bytes, &p->kv_bytes, &p->compute_bytes);
     if (p->draft)
         size_one(p->draft, ctx, p->parallel, &p->weight_bytes, &p->kv_bytes, &p->compute_bytes);
@@ -729,6 +744,52 @@ static void lp_size(struct lp *p)
     if (p->mmproj && stat(p->mmproj, &st) == 0)
         p->weight_bytes += (uint64_t) st.st_size;
     p->bytes = p->weight_bytes + p->kv_bytes + p->compute_bytes;
+}
+
+/* ---- the placement plan (placement/placement.h) ---- */
+
+/* Plan p's model on the host for its context, slots and threads into p->plan. A plan that does
+ * not fit refuses the load with its numbers (507 insufficient_memory) before anything starts. A
+ * file the sizing cannot read, or whose KV cache it cannot size (decision unsized), is started as
+ * before without placement flags, and the note says why: the engine judges such a file itself. */
+static enum qr_err lp_plan(struct lp *p, struct qr_api_error *err)
+{
+    struct llamacpp *a = p->a;
+    struct qr_placement_model m;
+    struct qr_diag d = {{0}};
+    if (qr_placement_model_from_file(p->gguf, lp_sized_ctx(p), p->parallel, &m, &d)) {
+        snprintf(p->plan_note, sizeof p->plan_note, "not planned: %.240s", d.msg);
+        return QR_OK;
+    }
+    struct qr_placement_host h = a->host;
+    if (!a->host_given) /* the topology stays; what is free now does not */
+        qr_placement_host_refresh_memory(&h, NULL);
+    qr_placement_host_locate_file(&h, p->gguf);
+    struct qr_placement_request r = {.threads = p->threads, .verified = a->o.verified};
+    p->plan = malloc(sizeof *p->plan);
+    if (!p->plan)
+        abort();
+    if (qr_placement_plan(&h, &m, &r, p->plan, &d)) /* a byte count that overflows */
+        return qr_api_error_set(err, QR_ERR_TOO_LARGE, 507, "insufficient_memory", "model",
+                                "cannot load model '%s': %s", p->id, d.msg);
+    if (p->plan->decision == QR_PLACEMENT_CAPACITY_EXCEEDED) {
+        QR_LOG(QR_LOG_WARN, "llama.cpp placement refused the model", QR_LF_S("model", p->id),
+               QR_LF_S("reason", p->plan->reason));
+        return qr_api_error_set(err, QR_ERR_TOO_LARGE, 507, "insufficient_memory", "model",
+                                "cannot load model '%s' on this host: %s", p->id, p->plan->reason);
+    }
+    if (!p->plan->fits)
+        snprintf(p->plan_note, sizeof p->plan_note, "started without placement flags: %s",
+                 p->plan->reason);
+    return QR_OK;
+}
+
+/* The plan's flags for the process (argv words borrowed from p->plan; -t stays plan.threads). */
+static size_t lp_plan_args(const struct lp *p, const char **argv, size_t max)
+{
+    return p->plan && p->plan->fits
+               ? qr_placement_engine_args(p->plan, QR_PLACEMENT_ARGS_NO_THREADS, argv, max)
+               : 0;
 }
 
 /* A process that holds memory now (unloading ones are about to give theirs back). */
@@ -809,6 +870,21 @@ static struct lp *lp_find(struct llamacpp *a, const struct qr_llamacpp_model *m)
     return NULL;
 }
 
+/* The applied plan at info: decision, reason with its numbers, and the flags the engine got. */
+static void lp_log_plan(const struct lp *p, const char *const *extra, size_t n_extra)
+{
+    char args[QR_PLACEMENT_MAX_ARGS * QR_PLACEMENT_ARG] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < n_extra && o < sizeof args; i++)
+        o += (size_t) snprintf(args + o, sizeof args - o, "%s%s", i ? " " : "", extra[i]);
+    const char *decision = p->plan ? qr_placement_decision_name(p->plan->decision) : "none";
+    const char *reason = p->plan && p->plan->fits ? p->plan->reason : p->plan_note;
+    const char *shown = args; /* QR_LF_S tests its value for NULL */
+    QR_LOG(QR_LOG_INFO, "llama.cpp placement applied", QR_LF_S("model", p->id),
+           QR_LF_S("decision", decision), QR_LF_S("reason", reason), QR_LF_S("args", shown),
+           QR_LF_N("total_bytes", p->plan ? p->plan->total : 0), QR_LF_N("threads", p->threads));
+}
+
 static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
                           struct qr_api_error *err, struct lp **out)
 {
@@ -833,6 +909,12 @@ static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
     if (!p->idle_timer || !p->reap_timer)
         abort();
     lp_size(p);
+    const char *extra[QR_PLACEMENT_MAX_ARGS];
+    size_t n_extra = 0;
+    enum qr_err e = lp_plan(p, err);
+    if (e)
+        goto fail;
+    n_extra = lp_plan_args(p, extra, QR_PLACEMENT_MAX_ARGS);
     struct qr_llama_proc_opts po = {
         .name = p->id,
         .engine_path = a->engine.path,
@@ -846,7 +928,9 @@ static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
                  .rerank = p->mode == QR_LLAMACPP_RERANK,
                  .draft_model = p->draft,
                  .spec_type = p->spec,
-                 .mmproj = p->mmproj},
+                 .mmproj = p->mmproj,
+                 .extra = n_extra ? extra : NULL,
+                 .n_extra = n_extra},
         .restart = a->o.restart,
         .load_timeout_ms = a->o.load_timeout_ms,
         .stop_grace_ms = STOP_GRACE_MS,
@@ -854,7 +938,7 @@ static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
         .arg = p,
     };
     struct qr_diag d = {{0}};
-    enum qr_err e = qr_llama_proc_new(a->sup, &po, &d, &p->proc);
+    e = qr_llama_proc_new(a->sup, &po, &d, &p->proc);
     if (e) {
         qr_api_error_set(err, e, 500, "model_load_failed", "model", "cannot load model '%s': %s",
                          p->id, d.msg);
@@ -877,6 +961,7 @@ static enum qr_err lp_new(struct llamacpp *a, const struct qr_llamacpp_model *m,
     QR_LOG(QR_LOG_INFO, "llama.cpp loading model", QR_LF_S("model", p->id),
            QR_LF_S("gguf", p->gguf), QR_LF_N("bytes", p->bytes), QR_LF_N("ctx", p->ctx),
            QR_LF_N("parallel", p->parallel));
+    lp_log_plan(p, extra, n_extra);
     *out = p;
     return QR_OK;
 fail:
@@ -1093,6 +1178,30 @@ static void ll_close(struct qr_backend *b)
     free(a->prefix);
 }
 
+/* The host every load is planned on, discovered here once (topology, NUMA, accelerators, cgroup
+ * limits; the free memory is read again per load), or the given one. */
+static void configure_host(struct llamacpp *a, const struct qr_placement_host *given)
+{
+    a->host_given = given != NULL;
+    if (given) {
+        a->host = *given;
+        return;
+    }
+    struct qr_host_profile *hp = malloc(sizeof *hp);
+    struct qr_host_limits *hl = malloc(sizeof *hl);
+    if (!hp || !hl)
+        abort();
+    qr_host_discover(NULL, hp, hl);
+    qr_placement_host_from_profile(hp, hl, &a->host);
+    QR_LOG(QR_LOG_INFO, "llama.cpp placement host",
+           QR_LF_N("physical_cores", a->host.physical_cores),
+           QR_LF_N("logical_cpus", a->host.logical_cpus), QR_LF_N("ram_total", a->host.ram_total),
+           QR_LF_N("ram_limit", a->host.ram_limit), QR_LF_N("numa_nodes", a->host.n_numa),
+           QR_LF_N("accelerators", a->host.n_accel));
+    free(hl);
+    free(hp);
+}
+
 enum qr_err qr_llamacpp_configure(struct qr_backend *b, const struct qr_llamacpp_options *o,
                                   struct qr_diag *diag)
 {
@@ -1108,6 +1217,8 @@ enum qr_err qr_llamacpp_configure(struct qr_backend *b, const struct qr_llamacpp
     a->prefix = dup_or_null(o->prefix);
     a->o.engine_path = a->engine_path;
     a->o.prefix = a->prefix;
+    a->o.host = NULL; /* copied below, not kept */
+    configure_host(a, o->host);
     if (a->o.idle_ttl_ms == 0)
         a->o.idle_ttl_ms = DEFAULT_TTL_MS;
     if (a->o.idle_ttl_ms < 0)
@@ -1402,6 +1513,24 @@ static void fill_loaded(const struct lp *p, struct qr_llamacpp_loaded *r)
     r->refused = p->refused;
     r->tool_calls_dropped = p->tool_calls_dropped;
     r->props = p->props;
+    r->planned = p->plan != NULL;
+    snprintf(r->plan_note, sizeof r->plan_note, "%s", p->plan_note);
+    r->plan_n_args = 0;
+    if (!p->plan)
+        return;
+    snprintf(r->plan_decision, sizeof r->plan_decision, "%s",
+             qr_placement_decision_name(p->plan->decision));
+    snprintf(r->plan_strategy, sizeof r->plan_strategy, "%s",
+             qr_placement_strategy_name(p->plan->strategy));
+    snprintf(r->plan_reason, sizeof r->plan_reason, "%s", p->plan->reason);
+    r->plan_total_bytes = p->plan->total;
+    r->plan_ram_usable_bytes = p->plan->ram.usable;
+    r->plan_threads = p->plan->threads;
+    const char *argv[QR_PLACEMENT_MAX_ARGS];
+    size_t n = lp_plan_args(p, argv, QR_PLACEMENT_MAX_ARGS);
+    for (size_t i = 0; i < n; i++)
+        snprintf(r->plan_args[i], sizeof r->plan_args[i], "%s", argv[i]);
+    r->plan_n_args = n;
 }
 
 size_t qr_llamacpp_loaded_list(struct qr_backend *b, struct qr_llamacpp_loaded *out, size_t cap)
@@ -1414,6 +1543,45 @@ size_t qr_llamacpp_loaded_list(struct qr_backend *b, struct qr_llamacpp_loaded *
         n++;
     }
     return n;
+}
+
+/* "placement_plan": the plan applied at start (null decision when the file was not planned). */
+static bool add_plan(yyjson_mut_doc *doc, yyjson_mut_val *o, const struct qr_llamacpp_loaded *r)
+{
+    yyjson_mut_val *pl = yyjson_mut_obj_add_obj(doc, o, "placement_plan");
+    if (!pl)
+        return false;
+    if (!r->planned)
+        return yyjson_mut_obj_add_null(doc, pl, "decision") &&
+               yyjson_mut_obj_add_bool(doc, pl, "applied", false) &&
+               yyjson_mut_obj_add_strcpy(doc, pl, "note", r->plan_note);
+    yyjson_mut_val *args = yyjson_mut_obj_add_arr(doc, pl, "args");
+    bool ok = args != NULL;
+    for (size_t i = 0; ok && i < r->plan_n_args; i++)
+        ok = yyjson_mut_arr_add_strcpy(doc, args, r->plan_args[i]);
+    return ok && yyjson_mut_obj_add_strcpy(doc, pl, "decision", r->plan_decision) &&
+           yyjson_mut_obj_add_strcpy(doc, pl, "strategy", r->plan_strategy) &&
+           yyjson_mut_obj_add_bool(doc, pl, "applied", r->plan_note[0] == '\0') &&
+           yyjson_mut_obj_add_strcpy(doc, pl, "reason", r->plan_reason) &&
+           (r->plan_note[0] ? yyjson_mut_obj_add_strcpy(doc, pl, "note", r->plan_note)
+                            : yyjson_mut_obj_add_null(doc, pl, "note")) &&
+           yyjson_mut_obj_add_uint(doc, pl, "total_bytes", r->plan_total_bytes) &&
+           yyjson_mut_obj_add_uint(doc, pl, "ram_usable_bytes", r->plan_ram_usable_bytes) &&
+           yyjson_mut_obj_add_uint(doc, pl, "threads", r->plan_threads);
+}
+
+/* "engine_args": the argv words the process was spawned with (before --host/--port). */
+static bool add_engine_args(yyjson_mut_doc *doc, yyjson_mut_val *o,
+                            const struct qr_llama_proc *proc)
+{
+    yyjson_mut_val *arr = yyjson_mut_obj_add_arr(doc, o, "engine_args");
+    size_t n = 0;
+    const char *const *argv = proc ? qr_llama_proc_args(proc, &n) : NULL;
+    for (size_t i = 0; arr && i < n; i++) {
+        if (!yyjson_mut_arr_add_strcpy(doc, arr, argv[i]))
+            return false;
+    }
+    return arr != NULL;
 }
 
 enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mut_val *arr)
@@ -1449,6 +1617,7 @@ enum qr_err qr_llamacpp_loaded_json(struct qr_backend *b, yyjson_mut_doc *doc, y
              yyjson_mut_obj_add_uint(doc, o, "requests", r.requests) &&
              yyjson_mut_obj_add_uint(doc, o, "refused", r.refused) &&
              yyjson_mut_obj_add_uint(doc, o, "tool_calls_dropped", r.tool_calls_dropped) &&
+             add_plan(doc, o, &r) && add_engine_args(doc, o, p->proc) &&
              qr_llamacpp_props_json(doc, o, &r.props);
         if (!ok)
             return QR_ERR_NOMEM;

@@ -25,6 +25,7 @@
 #include "backend/llamacpp/proc.h"
 #include "core/buf.h"
 #include "core/err.h"
+#include "placement/placement.h"
 
 struct qr_cap_descriptor;
 
@@ -105,6 +106,13 @@ struct qr_llamacpp_options {
     void *crash_arg;
     qr_llamacpp_observed_fn on_evidence; /* NULL: the /props evidence is kept per process only */
     void *evidence_arg;
+    /* Placement (docs/PLACEMENT.md): every load is planned on the host discovered by configure
+     * (its free memory read again per load) and refused with the plan's numbers when it does not
+     * fit; a plan that fits gives the process its engine arguments (-ngl, --device, --numa, ...;
+     * -t/-tb stay `threads`). host: a given host instead of the discovered one (tests; copied),
+     * NULL = discover. verified: what the ledger verified for llama.cpp. */
+    const struct qr_placement_host *host;
+    struct qr_placement_verified verified;
 };
 
 /* Find and probe the engine and take the options (strings copied). Safe to call again: later
@@ -144,6 +152,17 @@ struct qr_llamacpp_loaded {
     uint64_t refused;               /* queued requests refused once the evidence was known */
     uint64_t tool_calls_dropped;    /* extra calls withheld under parallel_tool_calls:false */
     struct qr_llamacpp_props props; /* the engine's evidence (GET /props) */
+    /* the placement applied at start: the plan's decision ("cpu_only", ... or "unsized"), strategy,
+     * reason, total bytes and RAM usable then, its threads and the flags the engine got from it;
+     * planned false (note says why) when the file could not be sized */
+    bool planned;
+    char plan_decision[24], plan_strategy[24];
+    char plan_reason[QR_PLACEMENT_LINE];
+    char plan_note[256];
+    uint64_t plan_total_bytes, plan_ram_usable_bytes;
+    uint32_t plan_threads;
+    char plan_args[QR_PLACEMENT_MAX_ARGS][QR_PLACEMENT_ARG];
+    size_t plan_n_args;
 };
 
 /* Fill up to cap rows (out may be NULL with cap 0); returns the number of processes. */

@@ -1120,6 +1120,12 @@ pid_t qr_llama_proc_pid(const struct qr_llama_proc *p)
     return p->pid > 0 ? p->pid : -1;
 }
 
+const char *const *qr_llama_proc_args(const struct qr_llama_proc *p, size_t *n)
+{
+    *n = p->n_args;
+    return (const char *const *) p->args;
+}
+
 const char *qr_llama_proc_reason(const struct qr_llama_proc *p)
 {
     return p->reason;

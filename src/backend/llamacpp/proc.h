@@ -163,6 +163,8 @@ const char *qr_llama_proc_base_url(const struct qr_llama_proc *p);
 const char *qr_llama_proc_api_key(const struct qr_llama_proc *p);
 /* The current child's pid (also its process group id), -1 when none. */
 pid_t qr_llama_proc_pid(const struct qr_llama_proc *p);
+/* The plan's argv words (after the engine path, before --host/--port; *n set), as spawned. */
+const char *const *qr_llama_proc_args(const struct qr_llama_proc *p, size_t *n);
 /* The reason given with the last state change. */
 const char *qr_llama_proc_reason(const struct qr_llama_proc *p);
 void qr_llama_proc_last_exit(const struct qr_llama_proc *p, struct qr_llama_proc_exit *out);

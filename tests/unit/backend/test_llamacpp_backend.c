@@ -1108,6 +1108,79 @@ static void test_load_queue_bounded(void **state)
     assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
 }
 
+/* Is there a word w followed by next in argv? */
+static bool argv_pair(const char *const *argv, size_t n, const char *w, const char *next)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (!strcmp(argv[i], w) && !strcmp(argv[i + 1], next))
+            return true;
+    }
+    return false;
+}
+
+/* The placement plan on a given host (option host): two NUMA nodes and an accelerator whose
+ * memory is unknown give --numa distribute and --device none besides -ngl 0, and the real engine
+ * serves with them; a host with too little RAM refuses the load with the numbers and starts
+ * nothing. The daemon always discovers the real host; only a test can hand one in. */
+static void test_placement_given_host(void **state)
+{
+    NEED_ENGINE();
+    unload_all();
+    struct qr_placement_host h = {
+        .physical_cores = 2, .logical_cpus = 2, .n_numa = 2, .n_accel = 1};
+    h.ram_total = 64 * QR_PLACEMENT_GIB;
+    h.ram_available = 60 * QR_PLACEMENT_GIB;
+    h.numa[0] =
+        (struct qr_placement_numa){.id = 0, .cpus = 1, .memory_bytes = 32 * QR_PLACEMENT_GIB};
+    h.numa[1] =
+        (struct qr_placement_numa){.id = 1, .cpus = 1, .memory_bytes = 32 * QR_PLACEMENT_GIB};
+    snprintf(h.accel[0].name, sizeof h.accel[0].name, "NVIDIA card0"); /* VRAM unknown */
+    struct qr_llamacpp_options o = base_options(ENGINE);
+    o.host = &h;
+    struct qr_diag d = {{0}};
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+    load_one("test/llama-tiny", "hi");
+    struct qr_llamacpp_loaded row = {0};
+    assert_true(loaded_row("test/llama-tiny", &row));
+    assert_int_equal(row.state, QR_LLAMA_PROC_READY);
+    assert_true(row.planned);
+    assert_string_equal(row.plan_decision, "cpu_only");
+    assert_int_equal(row.plan_threads, 1); /* the process's threads */
+    const char *pa[QR_PLACEMENT_MAX_ARGS];
+    for (size_t i = 0; i < row.plan_n_args; i++)
+        pa[i] = row.plan_args[i];
+    assert_true(argv_pair(pa, row.plan_n_args, "-ngl", "0"));
+    assert_true(argv_pair(pa, row.plan_n_args, "--device", "none"));
+    assert_true(argv_pair(pa, row.plan_n_args, "--numa", "distribute"));
+    size_t n = 0;
+    const char *const *argv = qr_llama_proc_args(qr_llamacpp_find_proc(F.b, "test/llama-tiny"), &n);
+    assert_true(argv_pair(argv, n, "--numa", "distribute"));
+    assert_true(argv_pair(argv, n, "--device", "none"));
+    assert_true(argv_pair(argv, n, "-t", "1"));
+    unload_all();
+
+    /* 4 GiB of RAM, 512 MiB free: the reserve (1 GiB) leaves nothing */
+    struct qr_placement_host small = {.physical_cores = 1, .logical_cpus = 1};
+    small.ram_total = 4 * QR_PLACEMENT_GIB;
+    small.ram_available = QR_PLACEMENT_GIB / 2;
+    o.host = &small;
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+    struct run r;
+    run_init(&r, "test/llama-tiny", "hi", QR_THINK_UNSET);
+    struct qr_api_error err;
+    assert_int_equal(submit(&r, &err), QR_ERR_TOO_LARGE);
+    print_message("refused: %d %s: %s\n", err.status, err.code, err.message);
+    assert_int_equal(err.status, 507);
+    assert_string_equal(err.code, "insufficient_memory");
+    assert_non_null(strstr(err.message, "cannot load model 'test/llama-tiny' on this host: does "
+                                        "not fit: needs "));
+    assert_non_null(strstr(err.message, "0 B usable (available 512.0 MiB, reserve 1.00 GiB)"));
+    assert_int_equal(qr_llamacpp_loaded_list(F.b, NULL, 0), 0); /* nothing started */
+    run_cleanup(&r);
+    o.host = NULL;
+    assert_int_equal(qr_llamacpp_configure(F.b, &o, &d), QR_OK);
+}
+
 static void test_engine_fails_to_start(void **state)
 {
     struct qr_backend *keep = F.b;
@@ -1621,6 +1694,7 @@ int main(void)
         cmocka_unit_test(test_context_admission),
         cmocka_unit_test(test_engine_context_exceeded),
         cmocka_unit_test(test_fake_engine_guards),
+        cmocka_unit_test(test_placement_given_host),
         cmocka_unit_test(test_engine_fails_to_start),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

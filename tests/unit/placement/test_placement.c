@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <yyjson.h>
 
@@ -680,6 +681,54 @@ static void test_verified_from_builtin_ledger(void **state)
     assert_false(v.expert_offload);
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The llama.cpp backend discovers the host once and reads the free memory again per load. */
+static void test_host_refresh_memory(void **state)
+{
+    (void) state;
+    char path[] = "/tmp/qr-meminfo-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct qr_placement_host h = {.physical_cores = 8, .logical_cpus = 16, .n_numa = 1};
+    h.ram_total = 64 * QR_PLACEMENT_GIB;
+    h.ram_available = 60 * QR_PLACEMENT_GIB;
+    h.ram_limit = 32 * QR_PLACEMENT_GIB;
+    write_text(path, "MemTotal:       65536000 kB\nMemFree:         1000 kB\n"
+                     "MemAvailable:    2097152 kB\nBuffers:  12 kB\n");
+    assert_true(qr_placement_host_refresh_memory(&h, path));
+    assert_int_equal(h.ram_total, 65536000ull * 1024u);
+    assert_int_equal(h.ram_available, 2 * QR_PLACEMENT_GIB);
+    /* the rest of the host is kept */
+    assert_int_equal(h.ram_limit, 32 * QR_PLACEMENT_GIB);
+    assert_int_equal(h.physical_cores, 8);
+    assert_int_equal(h.logical_cpus, 16);
+    assert_int_equal(h.n_numa, 1);
+    /* no MemAvailable line (old kernels): false, the old value stays */
+    write_text(path, "MemTotal:       1024 kB\n");
+    assert_false(qr_placement_host_refresh_memory(&h, path));
+    assert_int_equal(h.ram_available, 2 * QR_PLACEMENT_GIB);
+    assert_int_equal(h.ram_total, 1024u * 1024u);
+    /* junk and a missing file change nothing */
+    write_text(path, "MemAvailable: lots\n");
+    assert_false(qr_placement_host_refresh_memory(&h, path));
+    assert_int_equal(h.ram_available, 2 * QR_PLACEMENT_GIB);
+    unlink(path);
+    assert_false(qr_placement_host_refresh_memory(&h, path));
+    assert_int_equal(h.ram_available, 2 * QR_PLACEMENT_GIB);
+    /* the real one has it on Linux */
+    struct qr_placement_host real = {0};
+    assert_true(qr_placement_host_refresh_memory(&real, NULL));
+    assert_true(real.ram_total > 0 && real.ram_available > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_host_from_profile),
         cmocka_unit_test(test_verified_from_builtin_ledger),
+        cmocka_unit_test(test_host_refresh_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
