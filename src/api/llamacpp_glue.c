@@ -525,6 +525,9 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
         .evidence_arg = g,
     };
     qr_placement_verified_from_ledger(app->catalog->ledger, &o.verified);
+    (void) qr_placement_prefer_parse(cfg->placement_prefer, &o.prefer); /* validated by config */
+    o.allow_acceleration = cfg->placement_acceleration;
+    o.allow_nvme_cold_tier = cfg->placement_nvme_cold_tier;
     struct qr_diag d = {{0}};
     const char *why = d.msg; /* QR_LF_S tests its value for NULL */
     if (qr_llamacpp_configure(app->managed, &o, &d))

@@ -111,6 +111,10 @@ static void placement_body(struct qr_http_req *req, enum qr_err err, void *arg)
     }
     struct qr_placement_query q = {0};
     qr_placement_verified_from_ledger(app->catalog->ledger, &q.req.verified);
+    /* what the body does not say is what the engine start would use (placement_* settings) */
+    (void) qr_placement_prefer_parse(app->cfg->placement_prefer, &q.req.prefer);
+    q.req.allow_acceleration = app->cfg->placement_acceleration;
+    q.req.allow_nvme_cold_tier = app->cfg->placement_nvme_cold_tier;
     yyjson_mut_doc *doc = NULL;
     char path[PATH_MAX];
     bool fits = false;

@@ -41,6 +41,7 @@ static const char *const reasoning_choices[] = {"reasoning_content", "reasoning"
 static const char *const dialect_choices[] = {"auto",         "vllm",    "mlx-lm",
                                               "llama-server", "generic", NULL};
 static const char *const log_format_choices[] = {"json", "text", NULL};
+static const char *const prefer_choices[] = {"auto", "cpu", "hybrid", "gpu", NULL};
 static const char *const log_level_choices[] = {"debug", "info", "warn", "error", NULL};
 
 #define OFF(f) offsetof(struct qr_config, f)
@@ -141,6 +142,21 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                               OFF(memory_budget), "0", 0, 0, NULL, 0,
                               "bytes all loaded llama.cpp models may take (LRU unload beyond); "
                               "0 = 80% of MemTotal"},
+    [QR_CFG_PLACEMENT_PREFER] = {"placement_prefer", "QUANTUM_RUNTIME_PLACEMENT_PREFER", T_ENUM,
+                                 OFF(placement_prefer), "auto", 0, 0, prefer_choices, 0,
+                                 "llama.cpp placement preference: auto (CPU/RAM first, hybrid only "
+                                 "when RAM does not fit), cpu, hybrid or gpu (docs/PLACEMENT.md)"},
+    [QR_CFG_PLACEMENT_ACCELERATION] = {"placement_acceleration",
+                                       "QUANTUM_RUNTIME_PLACEMENT_ACCELERATION", T_BOOL,
+                                       OFF(placement_acceleration), "false", 0, 0, NULL, 0,
+                                       "an accelerator (GPU) may take layers of llama.cpp models "
+                                       "when the plan chooses hybrid or gpu"},
+    [QR_CFG_PLACEMENT_NVME_COLD_TIER] = {"placement_nvme_cold_tier",
+                                         "QUANTUM_RUNTIME_PLACEMENT_NVME_COLD_TIER", T_BOOL,
+                                         OFF(placement_nvme_cold_tier), "false", 0, 0, NULL, 0,
+                                         "an MoE model's routed experts may be paged from NVMe "
+                                         "when RAM does not hold them (explicit cold tier; never "
+                                         "KV or dense weights)"},
     [QR_CFG_KEEP_ALIVE] = {"keep_alive", "QUANTUM_RUNTIME_KEEP_ALIVE", T_DURATION,
                            OFF(keep_alive_ms), "5m", 0, 8760 * HOUR, NULL, 0,
                            "how long a llama.cpp model stays loaded after its last request when "
@@ -702,6 +718,9 @@ static enum qr_err find_config_flag(int argc, char **argv, char **out, struct qr
 /* Rules that span keys. */
 static enum qr_err validate(struct qr_config *cfg, struct qr_diag *diag)
 {
+    if (!strcmp(cfg->placement_prefer, "gpu") && !cfg->placement_acceleration)
+        return qr_diag_set(diag, QR_ERR_CONFIG,
+                           "placement_prefer: 'gpu' needs placement_acceleration=true");
     if (!cfg->listen_loopback && !cfg->auth_token[0])
         return qr_diag_set(diag, QR_ERR_CONFIG,
                            "QUANTUM_RUNTIME_AUTH_TOKEN: required when listening on the "

@@ -46,6 +46,9 @@ enum qr_config_key {
     QR_CFG_LLAMA_PARALLEL,
     QR_CFG_LLAMA_THREADS,
     QR_CFG_MEMORY_BUDGET,
+    QR_CFG_PLACEMENT_PREFER,
+    QR_CFG_PLACEMENT_ACCELERATION,
+    QR_CFG_PLACEMENT_NVME_COLD_TIER,
     QR_CFG_KEEP_ALIVE,
     QR_CFG_LOG_FORMAT,
     QR_CFG_LOG_LEVEL,
@@ -120,14 +123,17 @@ struct qr_config {
     char *hardware_class; /* operator-declared host class for policy/ledger matching; "" unknown */
     bool policy_experimental; /* the experimental gate: unverified policy knobs reach the engine */
     /* backend=llama.cpp (the Runtime runs llama-server itself; docs/LLAMACPP.md) */
-    char *llama_server;      /* engine binary; "" = discover (PATH, then <repo>/.deps) */
-    uint64_t llama_ctx;      /* -c per process */
-    uint64_t llama_parallel; /* -np per process */
-    uint64_t llama_threads;  /* -t/-tb; 0 = the engine's default */
-    uint64_t memory_budget;  /* bytes resident engines may take; 0 = 80% of MemTotal */
-    uint64_t keep_alive_ms;  /* default idle TTL of a loaded model */
-    char *log_format;        /* "json" | "text" */
-    char *log_level;         /* "debug" | "info" | "warn" | "error" */
+    char *llama_server;            /* engine binary; "" = discover (PATH, then <repo>/.deps) */
+    uint64_t llama_ctx;            /* -c per process */
+    uint64_t llama_parallel;       /* -np per process */
+    uint64_t llama_threads;        /* -t/-tb; 0 = the engine's default */
+    uint64_t memory_budget;        /* bytes resident engines may take; 0 = 80% of MemTotal */
+    char *placement_prefer;        /* "auto" | "cpu" | "hybrid" | "gpu" (docs/PLACEMENT.md) */
+    bool placement_acceleration;   /* an accelerator may take layers */
+    bool placement_nvme_cold_tier; /* NVMe may page routed experts (explicit cold tier) */
+    uint64_t keep_alive_ms;        /* default idle TTL of a loaded model */
+    char *log_format;              /* "json" | "text" */
+    char *log_level;               /* "debug" | "info" | "warn" | "error" */
     uint64_t max_connections;
     uint64_t max_header_bytes;
     uint64_t header_timeout_ms;

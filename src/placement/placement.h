@@ -286,9 +286,11 @@ struct qr_placement_query {
 };
 
 /* Parse a POST /v1/placement body into q (strings borrowed from doc; exactly one of q->model and
- * q->path set; q->req.verified, filled by the caller, is kept). Unknown fields, wrong types,
- * values out of range and contradictions (prefer gpu with allow_acceleration false) are
- * QR_ERR_INVALID with diag. allow_acceleration defaults to true for prefer hybrid/gpu only. */
+ * q->path set; q->req.verified, filled by the caller, is kept; q->req.prefer,
+ * allow_acceleration and allow_nvme_cold_tier, filled by the caller, are the defaults of what the
+ * body does not say). Unknown fields, wrong types, values out of range and contradictions (prefer
+ * gpu with allow_acceleration false) are QR_ERR_INVALID with diag. A body asking for prefer
+ * hybrid/gpu without allow_acceleration allows it. */
 struct yyjson_doc;
 enum qr_err qr_placement_query_parse(struct yyjson_doc *doc, struct qr_placement_query *q,
                                      struct qr_diag *diag);

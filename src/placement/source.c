@@ -281,9 +281,12 @@ static enum qr_err query_field(const char *k, yyjson_val *v, struct qr_placement
 enum qr_err qr_placement_query_parse(yyjson_doc *doc, struct qr_placement_query *q,
                                      struct qr_diag *diag)
 {
-    struct qr_placement_verified verified = q->req.verified; /* filled by the caller */
+    /* filled by the caller: what the ledger verified, and the configuration's defaults */
+    struct qr_placement_request defaults = q->req;
     memset(q, 0, sizeof *q);
-    q->req.verified = verified;
+    q->req.verified = defaults.verified;
+    q->req.prefer = defaults.prefer;
+    q->req.allow_nvme_cold_tier = defaults.allow_nvme_cold_tier;
     yyjson_val *root = yyjson_doc_get_root(doc);
     if (!yyjson_is_obj(root))
         return qr_diag_set(diag, QR_ERR_INVALID, "the body must be a JSON object");
@@ -303,8 +306,8 @@ enum qr_err qr_placement_query_parse(yyjson_doc *doc, struct qr_placement_query 
     if (split && accel == 0)
         return qr_diag_set(diag, QR_ERR_INVALID, "'prefer' %s needs allow_acceleration",
                            qr_placement_prefer_name(q->req.prefer));
-    /* asking for a split is asking for acceleration; otherwise it is opt-in (CPU first) */
-    q->req.allow_acceleration = accel < 0 ? split : accel == 1;
+    /* asking for a split is asking for acceleration; otherwise the configuration's choice */
+    q->req.allow_acceleration = accel < 0 ? split || defaults.allow_acceleration : accel == 1;
     return QR_OK;
 }
 

@@ -62,6 +62,17 @@ static int setup(void **state)
     const char *env[] = {"QR_TEST_VLLM_KEY=" KEY, NULL};
     const char *args[] = {"--config", cfg_path, NULL};
     qr_t_daemon_start_args(&d, up_ollama.port, env, args);
+    /* the start-up probes settle: vllm-a ready, down-c unavailable (bounded) */
+    for (int i = 0; i < 100; i++) {
+        struct qr_t_resp r;
+        qr_t_request("GET", d.port, "/v1/backends", NULL, NULL, 0, &r);
+        bool settled =
+            r.body && strstr(r.body, "\"unavailable\"") && !strstr(r.body, "\"state\":\"unknown\"");
+        qr_t_resp_free(&r);
+        if (settled)
+            break;
+        usleep(50 * 1000);
+    }
     /* the backends' model lists join the registry at start; wait until both are in (bounded) */
     for (int i = 0; i < 100; i++) {
         struct qr_t_resp r;
@@ -297,7 +308,15 @@ static void test_parsers_and_metrics(void **state)
 {
     (void) state;
     struct qr_t_resp r;
-    qr_t_request("GET", d.port, "/v1/backends", NULL, NULL, 0, &r);
+    /* the metrics are read after the probe succeeded: wait for them (bounded) */
+    for (int i = 0; i < 100; i++) {
+        qr_t_request("GET", d.port, "/v1/backends", NULL, NULL, 0, &r);
+        bool have = r.body && strstr(r.body, "\"requests_running\"");
+        if (have || i == 99)
+            break;
+        qr_t_resp_free(&r);
+        usleep(50 * 1000);
+    }
     assert_int_equal(r.status, 200);
     yyjson_doc *doc = yyjson_read(r.body, r.body_len, 0);
     yyjson_val *arr = yyjson_obj_get(yyjson_doc_get_root(doc), "backends");

@@ -370,6 +370,51 @@ static void test_calibration_in_plan(void **state)
     yyjson_doc_free(doc);
 }
 
+/* The placement_* settings are the defaults of what a /v1/placement body does not say, as they
+ * are of every engine start: prefer hybrid with acceleration allowed plans hybrid first (CPU here:
+ * no accelerator, said as a warning); a body's own prefer wins; prefer gpu without acceleration is
+ * a configuration error. */
+static void test_placement_settings(void **state)
+{
+    (void) state;
+    char env_models[PATH_MAX + 40], env_state[PATH_MAX + 48];
+    snprintf(env_models, sizeof env_models, "QUANTUM_RUNTIME_MODELS_DIR=%s", models);
+    snprintf(env_state, sizeof env_state, "QUANTUM_RUNTIME_STATE_DIR=%s/daemon-state2", models);
+    const char *env[] = {env_models, env_state, "QUANTUM_RUNTIME_PLACEMENT_PREFER=hybrid",
+                         "QUANTUM_RUNTIME_PLACEMENT_ACCELERATION=true", NULL};
+    struct qr_child d;
+    qr_t_daemon_start(&d, 0, env);
+    char body[PATH_MAX + 128];
+    snprintf(body, sizeof body, "{\"path\":\"%s/llama-tiny.gguf\"}", models);
+    struct qr_t_resp r;
+    qr_t_request("POST", d.port, "/v1/placement", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "prefer hybrid: no accelerator"));
+    qr_t_resp_free(&r);
+    snprintf(body, sizeof body, "{\"path\":\"%s/llama-tiny.gguf\",\"prefer\":\"cpu\"}", models);
+    qr_t_request("POST", d.port, "/v1/placement", NULL, body, strlen(body), &r);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "prefer hybrid"));
+    qr_t_resp_free(&r);
+    assert_int_equal(qr_t_stop(&d, SIGTERM, 10000), 0);
+    /* the default daemon: CPU first, no preference to report */
+    snprintf(body, sizeof body, "{\"path\":\"%s/llama-tiny.gguf\"}", models);
+    yyjson_doc *doc = post(body, 200);
+    yyjson_val *w = yyjson_ptr_get(yyjson_doc_get_root(doc), "/plan/warnings"), *it;
+    size_t i, max;
+    yyjson_arr_foreach(w, i, max, it)
+    {
+        assert_null(strstr(yyjson_get_str(it), "prefer"));
+    }
+    yyjson_doc_free(doc);
+    char *out = NULL;
+    char *argv[] = {QR_TEST_DAEMON, "check-config", NULL};
+    const char *bad[] = {"QUANTUM_RUNTIME_PLACEMENT_PREFER=gpu", NULL};
+    assert_int_equal(qr_t_run(argv, bad, 10000, &out), 2);
+    assert_non_null(strstr(out, "placement_prefer: 'gpu' needs placement_acceleration=true"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_cli_plan),
         cmocka_unit_test(test_engine_accepts_plan_args),
         cmocka_unit_test(test_calibration_in_plan),
+        cmocka_unit_test(test_placement_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

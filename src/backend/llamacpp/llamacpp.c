@@ -765,7 +765,11 @@ static enum qr_err lp_plan(struct lp *p, struct qr_api_error *err)
     if (!a->host_given) /* the topology stays; what is free now does not */
         qr_placement_host_refresh_memory(&h, NULL);
     qr_placement_host_locate_file(&h, p->gguf);
-    struct qr_placement_request r = {.threads = p->threads, .verified = a->o.verified};
+    struct qr_placement_request r = {.threads = p->threads,
+                                     .verified = a->o.verified,
+                                     .prefer = a->o.prefer,
+                                     .allow_acceleration = a->o.allow_acceleration,
+                                     .allow_nvme_cold_tier = a->o.allow_nvme_cold_tier};
     p->plan = malloc(sizeof *p->plan);
     if (!p->plan)
         abort();

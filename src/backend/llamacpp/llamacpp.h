@@ -113,6 +113,9 @@ struct qr_llamacpp_options {
      * NULL = discover. verified: what the ledger verified for llama.cpp. */
     const struct qr_placement_host *host;
     struct qr_placement_verified verified;
+    enum qr_placement_prefer prefer; /* placement_prefer */
+    bool allow_acceleration;         /* placement_acceleration */
+    bool allow_nvme_cold_tier;       /* placement_nvme_cold_tier */
 };
 
 /* Find and probe the engine and take the options (strings copied). Safe to call again: later
