@@ -141,6 +141,15 @@ struct qr_backend *qr_api_backend_for_name(struct qr_app *app, const char *name)
  * entries, that env points into). */
 void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr_router_env *env);
 
+/* The evidence store of state_dir opened for reading (a missing file is not created), or NULL.
+ * Close with qr_store_close. */
+struct qr_store;
+struct qr_store *qr_api_store_open_existing(const struct qr_app *app);
+
+/* A native route's body read: true when it was read; otherwise the error (413 above the 64 KiB a
+ * native body may take, 400 when it could not be read) was sent. */
+bool qr_api_body_ok(struct qr_http_req *req, enum qr_err err);
+
 /* The context-override guard's decisions for the managed backend's models, from the A/B evidence
  * in the store (guard_glue.c): read again by qr_api_guard_refresh (start, SIGHUP), handed to the
  * router by qr_api_route_env. */

@@ -72,14 +72,8 @@ static yyjson_mut_doc *plan_document(struct qr_app *app, const struct qr_bench_p
 static void bench_plan_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct qr_app *app = arg;
-    if (err == QR_ERR_TOO_LARGE) {
-        qr_api_send_error(req, 413, "request_too_large", "the request body is larger than 64 KiB");
+    if (!qr_api_body_ok(req, err))
         return;
-    }
-    if (err) {
-        qr_api_send_error(req, 400, "bad_request", "the request body could not be read");
-        return;
-    }
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = body.len ? yyjson_read(body.ptr, body.len, 0) : NULL;
     if (body.len && !in) {

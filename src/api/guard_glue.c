@@ -44,16 +44,10 @@ void qr_api_guard_refresh(struct qr_app *app)
     const struct qr_llama_engine *eng = b ? qr_llamacpp_engine(b) : NULL;
     if (!eng || !eng->version[0] || !app->catalog)
         return;
-    char path[PATH_MAX];
-    const char *dir = app->cfg->state_dir;
-    if (!dir || snprintf(path, sizeof path, "%s/%s", dir, QR_STORE_FILE) >= (int) sizeof path ||
-        access(path, R_OK) != 0)
-        return;
-    struct qr_calib_identity *id = malloc(sizeof *id);
-    struct qr_store *s = NULL;
-    struct qr_store_opts so = {.busy_timeout_ms = 500};
-    if (!id || qr_store_open(path, &so, &s, NULL, NULL) != QR_OK) {
-        free(id);
+    struct qr_store *s = qr_api_store_open_existing(app);
+    struct qr_calib_identity *id = s ? malloc(sizeof *id) : NULL;
+    if (!id) {
+        qr_store_close(s);
         return;
     }
     qr_calib_identity(NULL, NULL, NULL, eng->version, id);
@@ -107,4 +101,16 @@ const struct qr_route_refuted *qr_api_guard_refuted(size_t *n)
 {
     *n = g_n_bad;
     return g_bad;
+}
+
+struct qr_store *qr_api_store_open_existing(const struct qr_app *app)
+{
+    char path[PATH_MAX];
+    const char *dir = app->cfg->state_dir;
+    if (!dir || snprintf(path, sizeof path, "%s/%s", dir, QR_STORE_FILE) >= (int) sizeof path ||
+        access(path, R_OK) != 0)
+        return NULL;
+    struct qr_store *s = NULL;
+    struct qr_store_opts so = {.busy_timeout_ms = 500};
+    return qr_store_open(path, &so, &s, NULL, NULL) == QR_OK ? s : NULL;
 }

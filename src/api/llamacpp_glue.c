@@ -31,7 +31,6 @@
 #include "store/store.h"
 
 #define RESOLVE_SLOTS 4u /* resolved paths stay valid for this many later resolutions */
-#define PREFIX_LEVELS 8u /* directories walked up from the binary looking for .deps/ */
 #define PS_MAX_MODELS 256u
 
 struct resolved {
@@ -427,30 +426,6 @@ static void open_store(struct qr_llamacpp_glue *g, const char *state_dir)
 
 /* ---- engine discovery: the repository the binary was built in ---- */
 
-/* Walk up from the running binary (bounded) to a directory holding .deps/llama/bin/llama-server;
- * out (PATH_MAX) is "" when there is none. */
-static void find_prefix(char *out)
-{
-    out[0] = '\0';
-    char dir[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-    if (n <= 0)
-        return;
-    dir[n] = '\0';
-    for (unsigned level = 0; level < PREFIX_LEVELS; level++) {
-        char *slash = strrchr(dir, '/');
-        if (!slash || slash == dir)
-            return;
-        *slash = '\0';
-        char probe[PATH_MAX + 64];
-        snprintf(probe, sizeof probe, "%s/.deps/llama/bin/llama-server", dir);
-        if (access(probe, X_OK) == 0) {
-            snprintf(out, PATH_MAX, "%s", dir);
-            return;
-        }
-    }
-}
-
 static uint64_t default_budget(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -487,7 +462,7 @@ enum qr_err qr_api_llamacpp_init(struct qr_app *app, struct qr_diag *diag)
     open_store(g, cfg->state_dir);
     load_refuted(g);
     char prefix[PATH_MAX];
-    find_prefix(prefix);
+    qr_calib_find_prefix(prefix, sizeof prefix);
     /* Threads: the configured count, else the physical cores this process may use (affinity and
      * cgroup quota), never the engine's own guess, which ignores both. Calibration will refine
      * it (docs/LLAMACPP.md "Arguments from the plan"). */

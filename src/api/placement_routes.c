@@ -70,15 +70,9 @@ static void stored_calibration(const struct qr_app *app, char **json, uint32_t *
 {
     *json = NULL;
     *threads = 0;
-    char path[PATH_MAX];
-    const char *dir = app->cfg->state_dir;
-    if (!dir || snprintf(path, sizeof path, "%s/%s", dir, QR_STORE_FILE) >= (int) sizeof path ||
-        access(path, R_OK) != 0)
-        return;
-    struct qr_calib_identity *id = malloc(sizeof *id);
-    struct qr_store *s = NULL;
-    struct qr_store_opts so = {.busy_timeout_ms = 500};
-    if (id && qr_store_open(path, &so, &s, NULL, NULL) == QR_OK) {
+    struct qr_store *s = qr_api_store_open_existing(app);
+    struct qr_calib_identity *id = s ? malloc(sizeof *id) : NULL;
+    if (id) {
         identity(app, id);
         if (qr_calib_latest(s, id->fingerprint, id->engine_version, false, json, NULL, NULL,
                             NULL) != QR_OK)
@@ -94,14 +88,8 @@ static void stored_calibration(const struct qr_app *app, char **json, uint32_t *
 static void placement_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct qr_app *app = arg;
-    if (err == QR_ERR_TOO_LARGE) {
-        qr_api_send_error(req, 413, "request_too_large", "the request body is larger than 64 KiB");
+    if (!qr_api_body_ok(req, err))
         return;
-    }
-    if (err) {
-        qr_api_send_error(req, 400, "bad_request", "the request body could not be read");
-        return;
-    }
     struct qr_slice body = qr_http_req_body(req);
     struct qr_diag diag = {{0}};
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);

@@ -160,7 +160,7 @@ static void send_doc(struct qr_http_req *req, yyjson_mut_doc *doc)
 }
 
 /* Read a native JSON body (at most NATIVE_BODY_MAX) and call next, or answer the read error. */
-static bool body_ok(struct qr_http_req *req, enum qr_err err)
+bool qr_api_body_ok(struct qr_http_req *req, enum qr_err err)
 {
     if (err == QR_ERR_TOO_LARGE) {
         qr_api_send_error(req, 413, "request_too_large", "the request body is larger than 64 KiB");
@@ -448,7 +448,7 @@ static void send_route_doc(struct qr_http_req *req, const struct qr_route_plan *
 static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct qr_app *app = arg;
-    if (!body_ok(req, err))
+    if (!qr_api_body_ok(req, err))
         return;
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
@@ -591,7 +591,7 @@ static void host_facts(struct qr_host_facts *h)
 static void admission_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct qr_app *app = arg;
-    if (!body_ok(req, err))
+    if (!qr_api_body_ok(req, err))
         return;
     struct qr_slice body = qr_http_req_body(req);
     struct qr_admission_request ar;
