@@ -33,6 +33,8 @@ int qr_cli_calibrate(int argc, char **argv); /* src/cli/calibrate.c */
 int qr_cli_plan(int argc, char **argv);      /* src/cli/plan.c */
 int qr_cli_bench(int argc, char **argv);     /* src/cli/bench.c */
 
+int qr_cli_conformance(int argc, char **argv); /* src/cli/conformance.c */
+
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
      "run the daemon (Ollama /api/*, native /v1/*, /healthz, /readyz)"},
@@ -64,6 +66,11 @@ static const struct command commands[] = {
      "      interleaved): TTFT, prefill/decode tok/s, RSS, KV with spread, stored as evidence;\n"
      "      also --prompt-tokens N, --gen-tokens N, --workload FILE, --threads N; --guard prints\n"
      "      the regression guard's verdict (docs/BENCHMARK-AB.md). Exit 3 when not verified"},
+    {"conformance", qr_cli_conformance,
+     "conformance --model M --url URL [--report FILE] [--markdown FILE] [--json]",
+     "run the conformance suite against a running daemon's OpenAI API: each case passes, fails\n"
+     "      or is skipped when the model does not claim its capabilities (docs/CONFORMANCE.md).\n"
+     "      Exit 1 when a case failed"},
     {"help", cmd_help, "help", "show this help"},
 };
 
