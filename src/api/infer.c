@@ -648,9 +648,19 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
             (!strncmp(plan.served_name, "models:", 7) || !strncmp(plan.served_name, "file:", 5)))
             in->creq.model = asked;
     } else if (!in_play) {
-        /* the configured backend serves none of the model's artifacts (or is down): the name
-         * goes through as the client wrote it and the engine decides */
+        /* no configured backend serves the model's artifacts (or is down): the name goes
+         * through as the client wrote it and the engine decides -- except what the model itself
+         * rules out, which no engine is asked for */
         qr_route_plan_cleanup(&plan);
+        enum qr_cap_key keys[QR_CAP__COUNT];
+        const char *why[QR_CAP__COUNT];
+        size_t n = qr_route_model_rules_out(app->catalog->registry, model, q.required, keys, why);
+        if (n) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "model '%.200s' does not support '%s' (%s)", model,
+                     qr_cap_key_name(keys[0]), why[0]);
+            return refuse_capability(e, msg);
+        }
         return route_passthrough(in, model, q.required, e);
     } else if (plan.status == QR_ROUTE_CONTEXT_EXCEEDED) {
         /* the numbers: the requested size and the largest any in-play candidate could serve */

@@ -889,3 +889,29 @@ void qr_route_plan_cleanup(struct qr_route_plan *p)
     p->effective = NULL;
     p->n_candidates = 0;
 }
+
+size_t qr_route_model_rules_out(const struct qr_registry *reg, const char *model,
+                                struct qr_cap_set required, enum qr_cap_key *out, const char **why)
+{
+    const struct qr_reg_model *m = reg && model ? qr_rf_find(reg, model) : NULL;
+    if (!m)
+        return 0;
+    struct qr_rf_model *f = malloc(sizeof *f);
+    if (!f)
+        return 0;
+    qr_rf_extract(m, f);
+    size_t n = 0;
+    for (size_t i = 0; i < QR_RF__COUNT; i++) {
+        if (!qr_cap_set_has(required, RF_KEY[i]))
+            continue;
+        const struct qr_rf_claim *c = f->file[i].v == QR_RF_NO    ? &f->file[i]
+                                      : f->model[i].v == QR_RF_NO ? &f->model[i]
+                                                                  : NULL;
+        if (!c)
+            continue;
+        out[n] = RF_KEY[i];
+        why[n++] = c->detail ? c->detail : "the model's manifest";
+    }
+    free(f);
+    return n;
+}

@@ -155,6 +155,13 @@ struct qr_route_query {
     size_t n_conditions;
 };
 
+/* The required keys the model's own side rules out (its manifest or its file's architecture
+ * contract says no), whatever backend would serve it: into out (at most QR_CAP__COUNT), each
+ * with the manifest field that said it in why[i] (static); returns the count. 0 when the name
+ * resolves to no model. */
+size_t qr_route_model_rules_out(const struct qr_registry *reg, const char *model,
+                                struct qr_cap_set required, enum qr_cap_key *out, const char **why);
+
 /* Fill q from a decoded request: model, qr_cap_required(req), context_len, request. */
 void qr_route_query_from_request(const struct qr_request *req, struct qr_route_query *q);
 

@@ -672,6 +672,21 @@ static void test_openai_backend(void **state)
     yyjson_doc_free(doc);
     qr_t_resp_free(&r);
 
+    /* a manifest model no configured backend serves (scripted-chat: a GGUF for llama.cpp) goes
+     * through unplanned, but never with what the model itself rules out: an image to a model
+     * whose manifest says vision false is refused before the engine is asked */
+    replay_reset(&rp);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"scripted-chat\",\"messages\":[{\"role\":\"user\",\"content\":["
+             "{\"type\":\"text\",\"text\":\"what is this?\"},{\"type\":\"image_url\","
+             "\"image_url\":{\"url\":\"data:image/png;base64,iVBORw0KGgo=\"}}]}]}");
+    const char *const ct[] = {"Content-Type: application/json", NULL};
+    qr_t_request("POST", d.port, "/v1/chat/completions", ct, body, strlen(body), &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "does not support 'multimodal.vision'"));
+    qr_t_resp_free(&r);
+    assert_null(last_upstream_body(&rp, "/v1/chat/completions"));
+
     /* without tools: planned onto the OpenAI backend under the id the engine serves */
     replay_reset(&rp);
     snprintf(body, sizeof(body),
