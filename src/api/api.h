@@ -98,7 +98,7 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
  * at least one model policy for this host, or whose plan (or, without a manifest, whose
  * reporting backend) is not the default backend? Such Ollama requests are planned even where
  * the default backend could pass them through byte for byte. */
-bool qr_api_infer_governed(struct qr_app *app, const char *model);
+bool qr_api_infer_planned(struct qr_app *app, const char *model);
 
 /* Shutdown bound reached: end every canonical-contract request still running -- streams with
  * finish reason "cancelled" (an in-band end, never a silent close), others with 503. Returns how

@@ -690,7 +690,7 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     return err ? err : QR_OK;
 }
 
-bool qr_api_infer_governed(struct qr_app *app, const char *model)
+bool qr_api_infer_planned(struct qr_app *app, const char *model)
 {
     struct qr_catalog_model cm;
     qr_catalog_model_find(app->catalog, model, &cm);

@@ -532,7 +532,7 @@ static void adopt_body(struct qr_app *app, struct qr_http_req *req, enum qr_err 
     yyjson_val *root = yyjson_doc_get_root(in);
     const char *name = jstr(root, "model", NULL);
     bool planned = name && name[0] && !wants_unmodeled(root) &&
-                   (!app->cfg->ollama_passthrough || qr_api_infer_governed(app, name));
+                   (!app->cfg->ollama_passthrough || qr_api_infer_planned(app, name));
     yyjson_doc_free(in);
     if (planned)
         qr_api_infer(app, req, QR_PROTO_OLLAMA, op, legacy); /* re-reads the body */
