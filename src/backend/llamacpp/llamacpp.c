@@ -327,9 +327,38 @@ static void fail_list(struct jlist *l, int status, const char *code, bool retrya
         ljob_fail(l->head, status, code, retryable, msg);
 }
 
+/* Is the engine process gone (or a zombie nobody reaped yet)? A loaded machine can deliver the
+ * supervisor's exit report later than the grace; the process table already knows. */
+static bool proc_dead(pid_t pid)
+{
+    if (pid <= 0)
+        return false;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 static void on_hold(evutil_socket_t fd, short what, void *arg)
 {
+    (void) fd;
+    (void) what;
     struct ljob *j = arg;
+    struct lp *p = j->p;
+    if (p->proc && proc_dead(qr_llama_proc_pid(p->proc))) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "llama.cpp engine for model '%.200s' crashed: its process ended mid-answer",
+                 p->id);
+        ljob_fail(j, 502, "engine_crashed", true, msg);
+        return;
+    }
     ljob_fail(j, j->held_status, j->held_code, true, j->held_msg);
 }
 
