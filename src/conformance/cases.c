@@ -721,16 +721,23 @@ static const char *const NEED_STREAM[] = {"inference.text", "streaming.content",
 static const char *const NEED_TOOLS[] = {"tools.calling", "tools.streaming", NULL};
 static const char *const NEED_SO[] = {"structured_output", NULL};
 
+static const char *const VER_TEXT[] = {"inference.text", NULL};
+static const char *const VER_REASONING[] = {"reasoning.control", NULL};
+static const char *const VER_STREAM[] = {"streaming.content", "streaming.reasoning", NULL};
+static const char *const VER_TOOLS[] = {"tools.calling", "tools.streaming",
+                                        "streaming.tool_arguments", NULL};
+static const char *const VER_SO[] = {"structured_output", NULL};
+
 static const struct qr_conf_case CASES[] = {
-    {"identity", NEED_TEXT, NULL, case_identity},
-    {"unicode", NEED_TEXT, NULL, case_unicode},
-    {"reasoning.off", NEED_TEXT, NULL, case_reasoning_off},
-    {"reasoning.on", NEED_REASONING, NULL, case_reasoning_on},
-    {"streaming", NEED_STREAM, NULL, case_streaming},
-    {"tools", NEED_TOOLS, NULL, case_tools},
-    {"structured_output", NEED_SO, NULL, case_structured},
-    {"context_limit", NEED_TEXT, NULL, case_context},
-    {"multimodal.refused", NEED_TEXT, "multimodal.vision", case_multimodal},
+    {"identity", NEED_TEXT, NULL, case_identity, VER_TEXT},
+    {"unicode", NEED_TEXT, NULL, case_unicode, VER_TEXT},
+    {"reasoning.off", NEED_TEXT, NULL, case_reasoning_off, VER_TEXT},
+    {"reasoning.on", NEED_REASONING, NULL, case_reasoning_on, VER_REASONING},
+    {"streaming", NEED_STREAM, NULL, case_streaming, VER_STREAM},
+    {"tools", NEED_TOOLS, NULL, case_tools, VER_TOOLS},
+    {"structured_output", NEED_SO, NULL, case_structured, VER_SO},
+    {"context_limit", NEED_TEXT, NULL, case_context, NULL},
+    {"multimodal.refused", NEED_TEXT, "multimodal.vision", case_multimodal, NULL},
 };
 
 size_t qr_conf_n_cases(void)

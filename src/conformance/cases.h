@@ -18,6 +18,10 @@ struct qr_conf_case {
     const char *const *needs; /* NULL-terminated, static */
     const char *unless;       /* NULL, or a key whose claim makes the case not applicable */
     qr_conf_case_fn run;
+    /* NULL-terminated, static: the capability keys a pass verifies and a fail refutes for the
+     * exact backend x engine version x model x host class of the run (docs/CONFORMANCE.md);
+     * only keys the model claims count. NULL: the case is evidence of nothing by itself. */
+    const char *const *verifies;
 };
 
 size_t qr_conf_n_cases(void);

@@ -345,6 +345,7 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
         memset(r, 0, sizeof *r);
         r->id = k->id;
         r->needs = k->needs;
+        r->verifies = k->verifies;
         double t0 = now_ms();
         const char *missing = NULL;
         for (const char *const *need = k->needs; *need && !missing; need++)
@@ -391,6 +392,10 @@ char *qr_conf_report_json(const struct qr_conf_ctx *c, const struct qr_conf_resu
     yyjson_mut_obj_add_str(d, root, "schema_version", QR_CONF_REPORT_SCHEMA);
     yyjson_mut_obj_add_strcpy(d, root, "model", c->model);
     yyjson_mut_obj_add_strcpy(d, root, "url", c->url);
+    if (c->backend[0])
+        yyjson_mut_obj_add_strcpy(d, root, "backend", c->backend);
+    else
+        yyjson_mut_obj_add_null(d, root, "backend");
     if (c->engine_version)
         yyjson_mut_obj_add_strcpy(d, root, "engine_version", c->engine_version);
     else
@@ -416,6 +421,11 @@ char *qr_conf_report_json(const struct qr_conf_ctx *c, const struct qr_conf_resu
         yyjson_mut_val *needs = yyjson_mut_obj_add_arr(d, o, "needs");
         for (const char *const *k = r->needs; *k; k++)
             yyjson_mut_arr_add_str(d, needs, *k);
+        /* only what the model claims is verified or refuted by this run */
+        yyjson_mut_val *ver = yyjson_mut_obj_add_arr(d, o, "verifies");
+        for (const char *const *k = r->verifies; k && *k; k++)
+            if (r->status != QR_CONF_SKIP && qr_conf_claims(c, *k))
+                yyjson_mut_arr_add_str(d, ver, *k);
         yyjson_mut_obj_add_str(d, o, "status", status_name(r->status));
         yyjson_mut_obj_add_strcpy(d, o, "reason", r->reason);
         yyjson_mut_obj_add_real(d, o, "ms", (double) (long) (r->ms * 10.0 + 0.5) / 10.0);

@@ -52,7 +52,8 @@ struct qr_conf_ctx {
 /* One case's outcome. needs points into the static case table. */
 struct qr_conf_result {
     const char *id;
-    const char *const *needs; /* NULL-terminated capability key names */
+    const char *const *needs;    /* NULL-terminated capability key names */
+    const char *const *verifies; /* NULL-terminated, or NULL: the case's verifies list */
     enum qr_conf_status status;
     char reason[QR_CONF_REASON_MAX];
     double ms;
