@@ -122,6 +122,10 @@ void qr_api_host_calibrate(struct qr_app *app, struct qr_http_req *req);
 void qr_api_placement(struct qr_app *app, struct qr_http_req *req);
 /* POST /v1/benchmark-plan: the benchmark matrix (bench_routes.c). */
 void qr_api_benchmark_plan(struct qr_app *app, struct qr_http_req *req);
+/* POST /v1/tokenize and /v1/detokenize: the model's tokenizer through its llama.cpp engine;
+ * 501 tokenizer_unavailable on every other backend (tokenize_routes.c). */
+void qr_api_tokenize(struct qr_app *app, struct qr_http_req *req);
+void qr_api_detokenize(struct qr_app *app, struct qr_http_req *req);
 
 /* Build every backend's descriptor from its adapter's describe() (logged when invalid; that
  * backend's desc stays NULL and routing does not consider it). */

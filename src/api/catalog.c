@@ -1,8 +1,10 @@
 /* Loading the daemon's catalog (catalog.h): the model registry from builtin manifests, the
  * configured registry directories and GGUF discovery in models_dir (sha256 cache under state_dir),
  * the builtin model policies and deployment profiles plus those of each registry directory's
- * policies/ and deployment-profiles/ subdirectories, and the builtin upstream ledger. Nothing here
- * is fatal: every bad file is logged, listed as a problem, and skipped. */
+ * policies/ and deployment-profiles/ subdirectories, and the builtin upstream ledger merged with
+ * the local one (<state_dir>/upstream-ledger.local.json). Nothing here is fatal but a bad local
+ * ledger at start-up (fail closed: its blocks must not be silently dropped): every other bad file
+ * is logged, listed as a problem, and skipped. */
 #include "api/catalog.h"
 
 #include <dirent.h>
@@ -16,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "core/buf.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "policy/ledger.h"
 #include "policy/policy.h"
@@ -166,6 +169,81 @@ static void load_builtins(struct qr_catalog *c)
     }
 }
 
+/* Merge the local ledger text json (len bytes, kept by c when it merges) into c->ledger. */
+static enum qr_err merge_local(struct qr_catalog *c, const char *path, char *json, size_t len,
+                               struct qr_diag *diag)
+{
+    struct qr_ledger *local = NULL, *merged = NULL;
+    enum qr_err err = qr_ledger_parse_local(path, json, len, diag, &local);
+    if (err)
+        return err;
+    if (!c->ledger) { /* the builtin one failed (a problem already): the local blocks still hold */
+        c->ledger = local;
+    } else {
+        struct qr_ledger *builtin = c->ledger;
+        c->ledger = NULL;
+        if ((err = qr_ledger_merge(builtin, local, path, diag, &merged))) {
+            /* both were taken: rebuild the builtin one alone */
+            struct qr_diag d2 = {{0}};
+            if (qr_ledger_load_builtin(&d2, &c->ledger))
+                c->ledger = NULL;
+            return err;
+        }
+        c->ledger = merged;
+    }
+    c->ledger_local_json = json;
+    c->ledger_local_len = len;
+    return QR_OK;
+}
+
+/* <state_dir>/upstream-ledger.local.json, when it exists. A bad file fails closed: at start-up
+ * the error is returned; on reload the previous local text is merged again and the bad file is a
+ * problem. */
+static enum qr_err load_local_ledger(struct qr_catalog *c, const struct qr_config *cfg,
+                                     const struct qr_catalog *prev)
+{
+    char path[4200];
+    struct stat st;
+    if (!cfg->state_dir ||
+        snprintf(path, sizeof path, "%s/%s", cfg->state_dir, QR_LEDGER_LOCAL_FILE) >=
+            (int) sizeof path ||
+        (stat(path, &st) != 0 && errno == ENOENT))
+        return QR_OK;
+    const char *where = path; /* for the log fields */
+    struct qr_diag diag = {{0}};
+    size_t len = 0;
+    char *json = read_small(path, &len, &diag);
+    enum qr_err err = json ? merge_local(c, path, json, len, &diag) : QR_ERR_IO;
+    if (err == QR_OK) {
+        QR_LOG(QR_LOG_INFO, "local upstream ledger merged", QR_LF_S("path", where),
+               QR_LF_N("entries", qr_ledger_entry_count(c->ledger)),
+               QR_LF_N("blocks", qr_ledger_block_count(c->ledger)));
+        return QR_OK;
+    }
+    free(json);
+    if (!prev) {
+        QR_LOG(QR_LOG_ERROR, "the local upstream ledger is invalid: refusing to start",
+               QR_LF_S("path", where), QR_LF_S("error", diag.msg));
+        return QR_ERR_CONFIG;
+    }
+    QR_LOG(QR_LOG_ERROR, "reload: the local upstream ledger is invalid; keeping the previous one",
+           QR_LF_S("path", where), QR_LF_S("error", diag.msg));
+    add_problem(c, path, diag.msg);
+    if (prev->ledger_local_json) {
+        char *keep = malloc(prev->ledger_local_len + 1);
+        if (!keep)
+            abort();
+        memcpy(keep, prev->ledger_local_json, prev->ledger_local_len + 1);
+        struct qr_diag d2 = {{0}};
+        if (merge_local(c, path, keep, prev->ledger_local_len, &d2)) {
+            free(keep); /* it merged before: only an allocation can fail now */
+            QR_LOG(QR_LOG_ERROR, "reload: the previous local ledger no longer merges",
+                   QR_LF_S("error", d2.msg));
+        }
+    }
+    return QR_OK;
+}
+
 /* A deployment profile's model.target must name a registry model (a problem, not fatal: /v1/route
  * then answers model_not_found for it). */
 static void check_profile_targets(struct qr_catalog *c)
@@ -178,21 +256,6 @@ static void check_profile_targets(struct qr_catalog *c)
         snprintf(msg, sizeof(msg), "model.target: '%.200s' is not in the registry", p->target);
         add_problem(c, p->file ? p->file : p->id, msg);
     }
-}
-
-/* mkdir -p for the state directory (the sha256 cache lives there); failures only cost the cache. */
-static void make_dirs(const char *path)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(tmp, 0700);
-            *p = '/';
-        }
-    }
-    mkdir(tmp, 0700);
 }
 
 static void discover(struct qr_catalog *c, const struct qr_config *cfg)
@@ -209,7 +272,7 @@ static void discover(struct qr_catalog *c, const struct qr_config *cfg)
     char cache[4200];
     snprintf(cache, sizeof(cache), "%s/sha256-cache", cfg->state_dir);
     if (cfg->hash_models)
-        make_dirs(cfg->state_dir);
+        qr_mkdir_p(cfg->state_dir, false);
     struct qr_discover_opts o = {
         .models_dir = cfg->models_dir,
         .cache_path = cfg->hash_models ? cache : NULL,
@@ -249,7 +312,13 @@ enum qr_err qr_catalog_load(const struct qr_config *cfg, const struct qr_catalog
     }
     if (qr_registry_load_builtin(c->registry))
         goto nomem;
+    static unsigned long generations;
+    c->generation = ++generations;
     load_builtins(c);
+    if (load_local_ledger(c, cfg, previous) != QR_OK) {
+        qr_catalog_free(c);
+        return QR_ERR_CONFIG;
+    }
     /* registry directories, in the order configured */
     for (const char *p = cfg->registry_dirs; p && *p;) {
         size_t n = strcspn(p, ":");
@@ -295,6 +364,7 @@ void qr_catalog_free(struct qr_catalog *c)
     qr_policy_set_free(c->policies);
     qr_profile_set_free(c->profiles);
     qr_ledger_free(c->ledger);
+    free(c->ledger_local_json);
     for (size_t i = 0; i < c->n_problems; i++) {
         free(c->problems[i].origin);
         free(c->problems[i].message);

@@ -1,8 +1,10 @@
 /* The daemon's catalog: everything the Runtime knows about models and how to run them, loaded
  * together at start-up and rebuilt together on SIGHUP -- the model registry (builtin manifests,
  * registry directories, GGUF discovery in models_dir, names the backend reported), the model
- * policies, the upstream ledger and the deployment profiles. Loading is never fatal: a bad file
- * is logged and listed as a problem and skipped. Ownership: a catalog owns every object in it;
+ * policies, the upstream ledger (the builtin one merged with <state_dir>/upstream-ledger.local.json
+ * when that exists) and the deployment profiles. Loading is never fatal but for the local ledger:
+ * any other bad file is logged and listed as a problem and skipped; a bad local ledger fails
+ * closed (docs/POLICY.md "Local ledger"). Ownership: a catalog owns every object in it;
  * pointers borrowed from it live until qr_catalog_free. Single-threaded, like the event loop that
  * uses it. */
 #ifndef QR_API_CATALOG_H
@@ -41,11 +43,19 @@ struct qr_catalog {
     size_t n_names;
     char **refused; /* owned: backend names the registry refused (reported once, not retried) */
     size_t n_refused;
+    char *ledger_local_json; /* owned: the local ledger text merged into ledger; NULL when none */
+    size_t ledger_local_len;
+    unsigned long generation; /* counts loads in this process: a reload gives a new value */
 };
 
 /* Build a catalog from cfg (state_dir, models_dir, registry_dirs, hash_models). previous, when not
  * NULL, is the running catalog: the backend-reported names it holds are reported again into the
- * new registry, so a reload does not forget them. Every problem is logged. QR_ERR_NOMEM only. */
+ * new registry, so a reload does not forget them. Every problem is logged. The local ledger
+ * <state_dir>/QR_LEDGER_LOCAL_FILE, when it exists, is merged into the builtin one; when it does
+ * not read, parse, validate or merge: without previous (start-up) QR_ERR_CONFIG, the error (file
+ * and JSON path) logged; with previous the previous local ledger text is merged instead (the
+ * running ledger stays), the error is logged and listed as a problem. Otherwise QR_ERR_NOMEM
+ * only. */
 enum qr_err qr_catalog_load(const struct qr_config *cfg, const struct qr_catalog *previous,
                             struct qr_catalog **out);
 void qr_catalog_free(struct qr_catalog *c);

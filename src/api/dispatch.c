@@ -46,6 +46,8 @@ static const struct route routes[] = {
     {"/v1/host/calibrate", "POST", 0, qr_api_host_calibrate},
     {"/v1/placement", "POST", 0, qr_api_placement},
     {"/v1/benchmark-plan", "POST", 0, qr_api_benchmark_plan},
+    {"/v1/tokenize", "POST", 0, qr_api_tokenize},
+    {"/v1/detokenize", "POST", 0, qr_api_detokenize},
 };
 
 static bool route_matches(const struct route *r, const char *path)

@@ -62,6 +62,15 @@ void qr_api_host(struct qr_app *app, struct qr_http_req *req)
     identity(app, id);
     qr_calib_document_last(doc, app->cfg->state_dir, id);
     free(id);
+    /* the configured hardware class (null when unset): conformance reports are keyed by it */
+    yyjson_mut_val *lim = yyjson_mut_obj_get(yyjson_mut_doc_get_root(doc), "limits");
+    const char *hw = app->cfg->hardware_class;
+    if (lim && !(hw && hw[0] ? yyjson_mut_obj_add_strcpy(doc, lim, "hardware_class", hw)
+                             : yyjson_mut_obj_add_null(doc, lim, "hardware_class"))) {
+        yyjson_mut_doc_free(doc);
+        qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+        return;
+    }
     qr_api_send_json(req, 200, doc);
     yyjson_mut_doc_free(doc);
 }

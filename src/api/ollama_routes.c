@@ -12,6 +12,7 @@
 #include "api/api.h"
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
+#include "api/verified.h"
 #include "backend/backend.h"
 #include "backend/job.h"
 #include "build_info.h"
@@ -408,6 +409,20 @@ static const struct qr_reg_model *show_from_registry(struct qr_app *app, const c
     return m; /* a manifest model, or one another configured backend reported */
 }
 
+/* The Runtime's extension member "quantum_runtime" (added when absent, for a manifest model) gets
+ * "capability_states": per key declared, verified, refuted or blocked (api/verified.h); Ollama
+ * clients ignore it. */
+static enum qr_err show_states(struct qr_app *app, const struct qr_reg_model *m,
+                               yyjson_mut_doc *doc, yyjson_mut_val *root)
+{
+    yyjson_mut_val *q = yyjson_mut_obj_get(root, "quantum_runtime");
+    if (!q && m->source == QR_REG_BACKEND)
+        return QR_OK; /* only a backend reported it: its answer stays Ollama's shape exactly */
+    if (!q && !(q = yyjson_mut_obj_add_obj(doc, root, "quantum_runtime")))
+        return QR_ERR_NOMEM;
+    return qr_api_capability_states_model(app, m->m->id, doc, q);
+}
+
 static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct qr_app *app = arg;
@@ -425,8 +440,9 @@ static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)
     const struct qr_reg_model *m = name ? show_from_registry(app, name) : NULL;
     if (m) {
         yyjson_mut_doc *doc = show_doc(m);
+        yyjson_mut_val *o = yyjson_mut_doc_get_root(doc);
         /* backend=llama.cpp: capabilities judged with the engine's evidence (llamacpp_glue.h) */
-        if (app->llama && qr_api_llamacpp_show(app, m, doc, yyjson_mut_doc_get_root(doc)))
+        if ((app->llama && qr_api_llamacpp_show(app, m, doc, o)) || show_states(app, m, doc, o))
             qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
         else
             qr_api_send_json(req, 200, doc);

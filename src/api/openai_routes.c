@@ -12,6 +12,7 @@
 #include "api/catalog.h"
 #include "api/codec.h"
 #include "api/openai_codec.h"
+#include "api/verified.h"
 #include "backend/backend.h"
 #include "build_info.h"
 #include "core/http_server.h"
@@ -141,7 +142,7 @@ static const struct qr_backend *serving_backend(const struct qr_app *app,
 
 /* OpenAI's list: what each backend lists (its names, which clients send), in configuration
  * order, then the registry's models some backend serves that no listed name resolves to. */
-static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, const struct qr_app *app,
+static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, struct qr_app *app,
                      const struct models_ctx *ctx)
 {
     const struct qr_registry *reg = app->catalog->registry;
@@ -157,6 +158,7 @@ static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, const struct qr_
             const struct qr_reg_model *rm = qr_registry_find(reg, set->rows[i].id);
             if (rm) {
                 yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
+                (void) qr_api_capability_states_model(app, rm->m->id, doc, e);
                 for (size_t k = 0; k < count; k++)
                     covered[k] |= qr_registry_at(reg, k) == rm;
             }
@@ -175,6 +177,7 @@ static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, const struct qr_
         yyjson_mut_obj_add_str(doc, e, "owned_by", "quantum-runtime");
         yyjson_mut_obj_add_strcpy(doc, e, "backend", qr_backend_id(b));
         yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
+        (void) qr_api_capability_states_model(app, rm->m->id, doc, e);
     }
     free(covered);
     yyjson_mut_obj_insert(root, yyjson_mut_str(doc, "object"), yyjson_mut_str(doc, "list"), 0);
@@ -243,6 +246,12 @@ static void send_one(struct qr_app *app, struct qr_http_req *req, const struct m
         }
         if (berr)
             add_backend_error(doc, root, berr);
+        /* per key: declared, verified or refuted by a stored conformance run, blocked */
+        if (qr_api_capability_states_model(app, cid ? cid : want, doc, root)) {
+            yyjson_mut_doc_free(doc);
+            qr_api_send_openai_error(req, 500, "internal_error", "out of memory");
+            return;
+        }
     }
     qr_api_send_json(req, 200, doc);
     yyjson_mut_doc_free(doc);

@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
+#include "api/verified.h"
 #include "backend/ollama/ollama.h"
 #include "backend/ollama/show.h"
 #include "backend/backend.h"
@@ -60,9 +61,32 @@ void qr_api_descriptor_init(struct qr_app *app)
     }
 }
 
+/* An openai backend's descriptor follows its dialect (e.g. mlx-lm's structured_output
+ * unsupported): once `auto` detection replaced the profile, it is described again, in place so
+ * the pointers handed out stay valid; kept as it was when the new one does not validate. */
+static void follow_dialect(struct qr_app_backend *ab, size_t i)
+{
+    static unsigned seen[QR_BACKENDS_MAX];
+    if (ab->b->vt != &qr_backend_openai || i >= QR_BACKENDS_MAX)
+        return;
+    unsigned serial = qr_openai_dialect_serial(ab->b);
+    if (serial == seen[i])
+        return;
+    seen[i] = serial;
+    struct qr_cap_descriptor *fresh = describe(ab->b);
+    if (fresh && ab->desc) {
+        *ab->desc = *fresh;
+    } else if (fresh) {
+        ab->desc = fresh;
+        fresh = NULL;
+    }
+    free(fresh);
+}
+
 static const struct qr_cap_descriptor *descriptor_at(struct qr_app *app, size_t i)
 {
     struct qr_app_backend *ab = &app->backends[i];
+    follow_dialect(ab, i);
     if (!ab->desc)
         return NULL;
     static const enum qr_cap_backend_state map[] = {
@@ -201,6 +225,29 @@ static void add_parallelism(yyjson_mut_doc *doc, yyjson_mut_val *bo,
         yyjson_mut_obj_add_uint(doc, o, "nodes", p->nodes);
 }
 
+static void route_backend(struct qr_app *app, size_t i, struct qr_route_backend *rb);
+
+/* An external engine as the router knows it (route_backend: the version its readiness probe
+ * read, the ledger project), "engine": {"version","names","project"}, so a conformance report
+ * names the version its evidence was taken on; nothing while the version is unknown. */
+static void add_external_engine(struct qr_app *app, size_t i, yyjson_mut_doc *doc,
+                                yyjson_mut_val *bo)
+{
+    struct qr_route_backend rb;
+    route_backend(app, i, &rb);
+    if (!rb.n_engine_versions)
+        return;
+    yyjson_mut_val *e = yyjson_mut_obj_add_obj(doc, bo, "engine");
+    yyjson_mut_obj_add_strcpy(doc, e, "version", rb.engine_versions[0]);
+    yyjson_mut_val *names = yyjson_mut_obj_add_arr(doc, e, "names");
+    for (size_t k = 0; k < rb.n_engine_versions; k++)
+        yyjson_mut_arr_add_strcpy(doc, names, rb.engine_versions[k]);
+    if (rb.project)
+        yyjson_mut_obj_add_strcpy(doc, e, "project", rb.project);
+    else
+        yyjson_mut_obj_add_null(doc, e, "project");
+}
+
 void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
 {
     for (size_t i = 0; i < app->n_backends; i++) {
@@ -228,8 +275,17 @@ void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
             return;
         }
         yyjson_mut_obj_add_bool(doc, bo, "default", i == 0);
+        /* per key: declared, verified or refuted by a stored conformance run, blocked (verified.h)
+         */
+        if (qr_api_capability_states_backend(app, i, doc, bo)) {
+            yyjson_mut_doc_free(doc);
+            qr_api_send_err(req, QR_ERR_NOMEM, "out of memory");
+            return;
+        }
         if (b->vt == &qr_backend_openai) /* live: what was probed and chosen, replicas */
             qr_openai_describe_dialect(b, doc, bo);
+        if (b->vt == &qr_backend_openai || b->vt == &qr_backend_ollama)
+            add_external_engine(app, i, doc, bo);
         add_parallelism(doc, bo, b->env.spec);
     }
     send_doc(req, doc);
@@ -309,6 +365,7 @@ static void route_backend(struct qr_app *app, size_t i, struct qr_route_backend 
         }
         rb->engine_versions = names[i];
         rb->n_engine_versions = n;
+        rb->project = "llama.cpp / ggml"; /* the one engine this kind runs, as the ledger spells */
     } else if (b->vt == &qr_backend_ollama) {
         /* the daemon's /api/version from the last readiness probe ("0.12.6"): the ledger's
          * Ollama blocks are version ranges */
@@ -316,6 +373,16 @@ static void route_backend(struct qr_app *app, size_t i, struct qr_route_backend 
         names[i][0] = versions[i];
         rb->engine_versions = names[i];
         rb->n_engine_versions = versions[i][0] ? 1 : 0;
+        rb->project = "Ollama";
+    } else if (b->vt == &qr_backend_openai) {
+        /* the kind fronts several engines: the project is the dialect's (its data file's
+         * ledger_project), the version what the dialect probe read (vLLM's GET /version), so
+         * a block for one engine or version does not hit another (NULL/none: unknown) */
+        snprintf(versions[i], sizeof versions[i], "%s", qr_openai_engine_version(b));
+        names[i][0] = versions[i];
+        rb->engine_versions = names[i];
+        rb->n_engine_versions = versions[i][0] ? 1 : 0;
+        rb->project = qr_openai_ledger_project(b);
     }
 }
 
@@ -404,6 +471,21 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
     env->verified = qr_api_guard_verified(&env->n_verified);
     size_t n_guard = 0;
     const struct qr_route_refuted *guard = qr_api_guard_refuted(&n_guard);
+    /* stored conformance runs: keys verified and refuted (verified.c), re-read when changed */
+    qr_api_verified_refresh(app);
+    size_t n_conf_ok = 0, n_conf_bad = 0;
+    const struct qr_route_verified *conf_ok = qr_api_verified_records(&n_conf_ok);
+    const struct qr_route_refuted *conf_bad = qr_api_verified_refuted(&n_conf_bad);
+    if (n_conf_ok) {
+        static struct qr_route_verified all_ok[QR_ROUTE_MAX_VERIFIED];
+        size_t k = 0;
+        for (size_t i = 0; i < env->n_verified && k < QR_ROUTE_MAX_VERIFIED; i++)
+            all_ok[k++] = env->verified[i];
+        for (size_t i = 0; i < n_conf_ok && k < QR_ROUTE_MAX_VERIFIED; i++)
+            all_ok[k++] = conf_ok[i];
+        env->verified = all_ok;
+        env->n_verified = k;
+    }
     static struct qr_route_refuted all[QR_ROUTE_MAX_REFUTED];
     size_t n_llama = 0;
     const struct qr_route_refuted *llama =
@@ -417,7 +499,7 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
         s.version = qr_ollama_engine_version(b);
         qr_ollama_described_each(b, show_refuted_one, &s);
     }
-    if (!s.n && !n_guard) {
+    if (!s.n && !n_guard && !n_conf_bad) {
         env->refuted = llama;
         env->n_refuted = n_llama;
         return;
@@ -426,6 +508,8 @@ void qr_api_route_env(struct qr_app *app, struct qr_route_backend *rb, struct qr
         all[s.n++] = llama[i];
     for (size_t i = 0; i < n_guard && s.n < QR_ROUTE_MAX_REFUTED; i++)
         all[s.n++] = guard[i];
+    for (size_t i = 0; i < n_conf_bad && s.n < QR_ROUTE_MAX_REFUTED; i++)
+        all[s.n++] = conf_bad[i];
     env->refuted = all;
     env->n_refuted = s.n;
 }

@@ -22,6 +22,7 @@
 #include <yyjson.h>
 
 #include "core/config.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "host/calibrate.h"
 #include "host/profile.h"
@@ -71,20 +72,6 @@ static size_t profile_budgets(uint32_t *out, size_t cap)
     return n;
 }
 
-static void mkdir_p(const char *dir)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(path, 0700);
-            *p = '/';
-        }
-    }
-    mkdir(path, 0700);
-}
-
 /* The default model, generated once into the state directory: weights of about the bandwidth
  * working set (at least 4x the LLC and 256 MiB), at most 1 GiB. 0, or 1 with a message. */
 static int write_default_model(const char *state_dir, const char *path)
@@ -103,7 +90,7 @@ static int write_default_model(const char *state_dir, const char *path)
     free(l);
     if (bytes > (1ull << 30))
         bytes = 1ull << 30;
-    mkdir_p(state_dir);
+    qr_mkdir_p(state_dir, false);
     fprintf(stderr, "calibrate: writing the default model '%s' (%u layers, about %llu MiB)\n", path,
             qr_calib_model_layers(bytes), (unsigned long long) (bytes >> 20));
     struct qr_diag d = {{0}};
@@ -118,7 +105,7 @@ static enum qr_err store_result(const char *state_dir, const struct qr_calib_res
                                 int64_t *out_id, struct qr_diag *diag)
 {
     char path[PATH_MAX];
-    mkdir_p(state_dir);
+    qr_mkdir_p(state_dir, false);
     if (snprintf(path, sizeof path, "%s/%s", state_dir, QR_STORE_FILE) >= (int) sizeof path)
         return qr_diag_set(diag, QR_ERR_INVALID, "state_dir too long");
     struct qr_store *s = NULL;

@@ -34,6 +34,7 @@ int qr_cli_plan(int argc, char **argv);      /* src/cli/plan.c */
 int qr_cli_bench(int argc, char **argv);     /* src/cli/bench.c */
 
 int qr_cli_conformance(int argc, char **argv); /* src/cli/conformance.c */
+int qr_cli_ledger(int argc, char **argv);      /* src/cli/ledger.c */
 
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve [--config FILE] [OPTIONS]",
@@ -66,11 +67,19 @@ static const struct command commands[] = {
      "      interleaved): TTFT, prefill/decode tok/s, RSS, KV with spread, stored as evidence;\n"
      "      also --prompt-tokens N, --gen-tokens N, --workload FILE, --threads N; --guard prints\n"
      "      the regression guard's verdict (docs/BENCHMARK-AB.md). Exit 3 when not verified"},
-    {"conformance", qr_cli_conformance,
-     "conformance --model M --url URL [--report FILE] [--markdown FILE] [--json]",
-     "run the conformance suite against a running daemon's OpenAI API: each case passes, fails\n"
-     "      or is skipped when the model does not claim its capabilities (docs/CONFORMANCE.md).\n"
-     "      Exit 1 when a case failed"},
+    {"conformance", qr_cli_conformance, "conformance --model M (--url URL|--backend B)",
+     "run the conformance suite through a daemon's OpenAI API: each case passes, fails or is\n"
+     "      skipped when the model does not claim its capabilities (docs/CONFORMANCE.md). Without\n"
+     "      --url it starts `serve` itself with OPTIONS (--engine PATH: --llama-server PATH) and\n"
+     "      stops it after; the report is stored as evidence in state_dir. Also --report FILE,\n"
+     "      --markdown FILE, --json, --allow-destructive, --skip ID,... Exit 1 when a case failed"},
+    {"ledger", qr_cli_ledger, "ledger evaluate|promote|show [OPTIONS]",
+     "test-gated engine promotion (docs/CONFORMANCE.md): `evaluate --backend llamacpp --engine\n"
+     "      PATH [--model M]` runs the suite and a decode measurement on the pinned and the\n"
+     "      candidate llama-server side by side, stores both, writes a candidate entry and a\n"
+     "      known-bad block per regression to <state_dir>/upstream-ledger.local.json (exit 1 on a\n"
+     "      regression); `promote [--candidate ID]` marks it tested only when it passed all the\n"
+     "      pinned build passed and decode is within the 5% guard; `show [--json]` lists it"},
     {"help", cmd_help, "help", "show this help"},
 };
 

@@ -1,9 +1,14 @@
-/* The conformance cases (cases.h): each one sends real requests to the daemon's OpenAI route
- * /v1/chat/completions and checks the answer against the contract, never against one model's
- * text: identity, UTF-8 round trip, reasoning framing, streamed vs whole content, tool calls and
- * their ids, JSON-schema output, the context limit and multimodal negotiation. Prompts carry the
- * scripted test model's magic words ([[json]]) as plain text, which any other model just reads. */
+/* The conformance cases (cases.h) and their table: each one sends real requests to the daemon's
+ * OpenAI route /v1/chat/completions and checks the answer against the contract, never against one
+ * model's text: identity, UTF-8 round trip, reasoning framing, streamed vs whole content, tool
+ * calls and their ids, parallel calls and tool results, JSON-schema output, the context limit and
+ * multimodal negotiation. The tokenizer, cancellation and crash cases live in cases_engine.c, the
+ * model metadata cases in cases_model.c; both are rows of the table here. Prompts carry the
+ * scripted test model's magic words ([[json]], [[parallel]]) as plain text, which any other model
+ * just reads. */
 #include "conformance/cases.h"
+#include "conformance/cases_engine.h"
+#include "conformance/cases_model.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,7 +23,7 @@
 /* ---- request helpers ---- */
 
 /* The model name as a JSON string literal (malloc'd). */
-static char *model_json(const struct qr_conf_ctx *c)
+char *qr_conf_model_json(const struct qr_conf_ctx *c)
 {
     yyjson_mut_doc *d = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *v = d ? yyjson_mut_strcpy(d, c->model) : NULL;
@@ -30,7 +35,7 @@ static char *model_json(const struct qr_conf_ctx *c)
 }
 
 /* The reasoning switch: "none" off, "medium" on; nothing when reasoning.control is not claimed. */
-static const char *think(const struct qr_conf_ctx *c, bool on)
+const char *qr_conf_think(const struct qr_conf_ctx *c, bool on)
 {
     if (!qr_conf_claims(c, "reasoning.control"))
         return "";
@@ -38,9 +43,9 @@ static const char *think(const struct qr_conf_ctx *c, bool on)
 }
 
 /* POST /v1/chat/completions with {"model":M, <rest>} where rest is the members after model. */
-static void chat(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *fmt, ...)
+void qr_conf_chat(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *fmt, ...)
 {
-    char *m = model_json(c), *rest = NULL, *body = NULL;
+    char *m = qr_conf_model_json(c), *rest = NULL, *body = NULL;
     va_list ap;
     va_start(ap, fmt);
     int n = vasprintf(&rest, fmt, ap);
@@ -250,10 +255,11 @@ static enum qr_conf_status case_identity(struct qr_conf_ctx *c, char *reason, si
     enum qr_conf_status st = QR_CONF_PASS;
     for (int i = 0; i < 3 && st == QR_CONF_PASS; i++) {
         struct qr_conf_resp r;
-        chat(c, &r,
-             "%s\"stream\":%s,\"max_tokens\":32,\"temperature\":0,\"seed\":7,\"messages\":[{"
-             "\"role\":\"user\",\"content\":\"Say hello.\"}]",
-             think(c, false), i == 2 ? "true" : "false");
+        qr_conf_chat(
+            c, &r,
+            "%s\"stream\":%s,\"max_tokens\":32,\"temperature\":0,\"seed\":7,\"messages\":[{"
+            "\"role\":\"user\",\"content\":\"Say hello.\"}]",
+            qr_conf_think(c, false), i == 2 ? "true" : "false");
         if (i < 2) {
             yyjson_doc *d = whole(&r, reason, cap);
             const char *m = yyjson_get_str(yyjson_obj_get(yyjson_doc_get_root(d), "model"));
@@ -285,10 +291,11 @@ static enum qr_conf_status case_identity(struct qr_conf_ctx *c, char *reason, si
 static enum qr_conf_status case_unicode(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    chat(c, &r,
-         "%s\"max_tokens\":48,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
-         "\"Grüß Gott! Äpfel, Öl, Übermaß, Straße \xF0\x9F\x98\x80 — antworte kurz.\"}]",
-         think(c, false));
+    qr_conf_chat(
+        c, &r,
+        "%s\"max_tokens\":48,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"Grüß Gott! Äpfel, Öl, Übermaß, Straße \xF0\x9F\x98\x80 — antworte kurz.\"}]",
+        qr_conf_think(c, false));
     enum qr_conf_status st = QR_CONF_PASS;
     yyjson_doc *d = NULL;
     /* the raw bytes first: yyjson would refuse invalid UTF-8 with a less precise message */
@@ -319,10 +326,11 @@ static enum qr_conf_status case_unicode(struct qr_conf_ctx *c, char *reason, siz
 static enum qr_conf_status case_reasoning_off(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    chat(c, &r,
-         "%s\"max_tokens\":64,\"temperature\":0,\"seed\":7,\"messages\":[{\"role\":\"user\","
-         "\"content\":\"Hello, who are you?\"}]",
-         think(c, false));
+    qr_conf_chat(
+        c, &r,
+        "%s\"max_tokens\":64,\"temperature\":0,\"seed\":7,\"messages\":[{\"role\":\"user\","
+        "\"content\":\"Hello, who are you?\"}]",
+        qr_conf_think(c, false));
     enum qr_conf_status st = QR_CONF_PASS;
     yyjson_doc *d = whole(&r, reason, cap);
     const char *content = d ? msg_str(d, "content") : NULL;
@@ -343,10 +351,11 @@ static enum qr_conf_status case_reasoning_off(struct qr_conf_ctx *c, char *reaso
 static enum qr_conf_status case_reasoning_on(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    chat(c, &r,
-         "%s\"max_tokens\":128,\"temperature\":0,\"seed\":7,\"messages\":[{\"role\":\"user\","
-         "\"content\":\"Hello! What is 2+2?\"}]",
-         think(c, true));
+    qr_conf_chat(
+        c, &r,
+        "%s\"max_tokens\":128,\"temperature\":0,\"seed\":7,\"messages\":[{\"role\":\"user\","
+        "\"content\":\"Hello! What is 2+2?\"}]",
+        qr_conf_think(c, true));
     enum qr_conf_status st = QR_CONF_PASS;
     yyjson_doc *d = whole(&r, reason, cap);
     const char *content = d ? msg_str(d, "content") : NULL;
@@ -379,8 +388,8 @@ static enum qr_conf_status case_streaming(struct qr_conf_ctx *c, char *reason, s
                               "\"}]";
     bool on = qr_conf_claims(c, "reasoning.control");
     struct qr_conf_resp w, s;
-    chat(c, &w, REQ, think(c, on), "false");
-    chat(c, &s, REQ, think(c, on), "true");
+    qr_conf_chat(c, &w, REQ, qr_conf_think(c, on), "false");
+    qr_conf_chat(c, &s, REQ, qr_conf_think(c, on), "true");
     enum qr_conf_status st = QR_CONF_PASS;
     struct stream ss;
     bool parsed = false;
@@ -441,8 +450,8 @@ static enum qr_conf_status check_call(const char *form, const char *id, const ch
 static enum qr_conf_status tools_whole(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    chat(c, &r, "%s%s\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]", think(c, false),
-         TOOLS, TOOL_ASK);
+    qr_conf_chat(c, &r, "%s%s\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]",
+                 qr_conf_think(c, false), TOOLS, TOOL_ASK);
     yyjson_doc *d = whole(&r, reason, cap);
     enum qr_conf_status st = d ? QR_CONF_PASS : QR_CONF_FAIL;
     yyjson_val *tcs =
@@ -472,8 +481,9 @@ static enum qr_conf_status case_tools(struct qr_conf_ctx *c, char *reason, size_
         return st;
     /* streamed: the id stays the same across the call's fragments, arguments assemble */
     struct qr_conf_resp r;
-    chat(c, &r, "%s%s\"stream\":true,\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]",
-         think(c, false), TOOLS, TOOL_ASK);
+    qr_conf_chat(c, &r,
+                 "%s%s\"stream\":true,\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]",
+                 qr_conf_think(c, false), TOOLS, TOOL_ASK);
     struct stream s;
     if (!stream_parse(&s, c, &r, reason, cap)) {
         qr_conf_resp_cleanup(&r);
@@ -502,12 +512,13 @@ static enum qr_conf_status case_tools(struct qr_conf_ctx *c, char *reason, size_
     char *idj = yyjson_mut_val_write(id, 0, NULL), *argj = yyjson_mut_val_write(args, 0, NULL);
     if (!idj || !argj)
         abort();
-    chat(c, &r,
-         "%s%s\"temperature\":0,\"max_tokens\":64,\"messages\":[%s,{\"role\":\"assistant\","
-         "\"content\":\"\",\"tool_calls\":[{\"id\":%s,\"type\":\"function\",\"function\":{"
-         "\"name\":\"get_weather\",\"arguments\":%s}}]},{\"role\":\"tool\",\"tool_call_id\":%s,"
-         "\"content\":\"{\\\"temperature_c\\\": 21, \\\"sky\\\": \\\"sunny\\\"}\"}]",
-         think(c, false), TOOLS, TOOL_ASK, idj, argj, idj);
+    qr_conf_chat(
+        c, &r,
+        "%s%s\"temperature\":0,\"max_tokens\":64,\"messages\":[%s,{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":[{\"id\":%s,\"type\":\"function\",\"function\":{"
+        "\"name\":\"get_weather\",\"arguments\":%s}}]},{\"role\":\"tool\",\"tool_call_id\":%s,"
+        "\"content\":\"{\\\"temperature_c\\\": 21, \\\"sky\\\": \\\"sunny\\\"}\"}]",
+        qr_conf_think(c, false), TOOLS, TOOL_ASK, idj, argj, idj);
     if (r.status != 200)
         st = FAIL("the tool result turn (tool_call_id from the stream) answered %ld: %.120s",
                   r.status, r.error[0] ? r.error : r.body);
@@ -606,11 +617,12 @@ static bool validate(yyjson_val *schema, yyjson_val *v, const char *path, char *
 static enum qr_conf_status case_structured(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    chat(c, &r,
-         "%s\"temperature\":0,\"max_tokens\":256,\"response_format\":{\"type\":\"json_schema\","
-         "\"json_schema\":{\"name\":\"person\",\"strict\":true,\"schema\":%s}},\"messages\":[{"
-         "\"role\":\"user\",\"content\":\"Return a person record as JSON. [[json]]\"}]",
-         think(c, false), SCHEMA);
+    qr_conf_chat(
+        c, &r,
+        "%s\"temperature\":0,\"max_tokens\":256,\"response_format\":{\"type\":\"json_schema\","
+        "\"json_schema\":{\"name\":\"person\",\"strict\":true,\"schema\":%s}},\"messages\":[{"
+        "\"role\":\"user\",\"content\":\"Return a person record as JSON. [[json]]\"}]",
+        qr_conf_think(c, false), SCHEMA);
     enum qr_conf_status st = QR_CONF_PASS;
     yyjson_doc *d = whole(&r, reason, cap);
     const char *content = d ? msg_str(d, "content") : NULL;
@@ -636,7 +648,7 @@ static enum qr_conf_status case_structured(struct qr_conf_ctx *c, char *reason, 
 #define CONTEXT_MAX_TESTED 262144 /* a longer context would need a prompt too big to send */
 
 /* An OpenAI error body: {"error": {"message": "<non-empty>", ...}} */
-static bool openai_error(struct qr_conf_resp *r, char *msg, size_t cap)
+bool qr_conf_openai_error(const struct qr_conf_resp *r, char *msg, size_t cap)
 {
     yyjson_doc *d = yyjson_read(r->body, r->len, 0);
     const char *m = yyjson_get_str(yyjson_ptr_get(yyjson_doc_get_root(d), "/error/message"));
@@ -666,8 +678,8 @@ static enum qr_conf_status case_context(struct qr_conf_ctx *c, char *reason, siz
         memcpy(text + i * 5, "word ", 5);
     text[words * 5] = '\0';
     struct qr_conf_resp r;
-    chat(c, &r, "%s\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
-         think(c, false), text);
+    qr_conf_chat(c, &r, "%s\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
+                 qr_conf_think(c, false), text);
     free(text);
     enum qr_conf_status st = QR_CONF_PASS;
     char msg[160];
@@ -677,7 +689,7 @@ static enum qr_conf_status case_context(struct qr_conf_ctx *c, char *reason, siz
     else if (r.status < 400 || r.status > 499)
         st = FAIL("refused with status %ld, not a 4xx: %.100s", r.status,
                   r.error[0] ? r.error : r.body);
-    else if (!openai_error(&r, msg, sizeof msg))
+    else if (!qr_conf_openai_error(&r, msg, sizeof msg))
         st = FAIL("status %ld without an OpenAI error.message: %.100s", r.status, r.body);
     else
         snprintf(reason, cap, "%ld over context %lld: %.120s", r.status,
@@ -692,12 +704,13 @@ static enum qr_conf_status case_multimodal(struct qr_conf_ctx *c, char *reason, 
 {
     /* a 1x1 PNG */
     struct qr_conf_resp r;
-    chat(c, &r,
-         "%s\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-         "\"text\":\"What is in this picture?\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
-         "\"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8B"
-         "QDwAEhQGAhKmMIQAAAABJRU5ErkJggg==\"}}]}]",
-         think(c, false));
+    qr_conf_chat(
+        c, &r,
+        "%s\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+        "\"text\":\"What is in this picture?\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+        "\"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8B"
+        "QDwAEhQGAhKmMIQAAAABJRU5ErkJggg==\"}}]}]",
+        qr_conf_think(c, false));
     enum qr_conf_status st = QR_CONF_PASS;
     char msg[160];
     if (r.status == 200)
@@ -705,11 +718,267 @@ static enum qr_conf_status case_multimodal(struct qr_conf_ctx *c, char *reason, 
     else if (r.status < 400 || r.status > 499)
         st = FAIL("refused with status %ld, not a 4xx: %.100s", r.status,
                   r.error[0] ? r.error : r.body);
-    else if (!openai_error(&r, msg, sizeof msg))
+    else if (!qr_conf_openai_error(&r, msg, sizeof msg))
         st = FAIL("status %ld without an OpenAI error.message", r.status);
     else
         snprintf(reason, cap, "refused with %ld: %.120s", r.status, msg);
     qr_conf_resp_cleanup(&r);
+    return st;
+}
+
+/* ---- parallel tool calls ---- */
+
+/* get_weather typed for every JSON type (all required, in the order the scripted model writes
+ * them), and get_time. */
+static const char WEATHER_SCHEMA[] =
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"street\":{\"type\":"
+    "\"string\"},\"days\":{\"type\":\"integer\"},\"temperature\":{\"type\":\"number\"},"
+    "\"detailed\":{\"type\":\"boolean\"},\"metric\":{\"type\":\"boolean\"},\"tags\":{\"type\":"
+    "\"array\",\"items\":{\"type\":\"string\"}},\"location\":{\"type\":\"object\",\"properties\":{"
+    "\"lat\":{\"type\":\"number\"},\"lon\":{\"type\":\"number\"},\"country\":{\"type\":\"string\"}}"
+    ","
+    "\"required\":[\"lat\",\"lon\",\"country\"]},\"note\":{\"type\":\"null\"}},\"required\":["
+    "\"city\",\"street\",\"days\",\"temperature\",\"detailed\",\"metric\",\"tags\",\"location\","
+    "\"note\"]}";
+static const char TIME_SCHEMA[] =
+    "{\"type\":\"object\",\"properties\":{\"timezone\":{\"type\":\"string\"},\"format\":{\"type\":"
+    "\"string\"}},\"required\":[\"timezone\",\"format\"]}";
+static const char PAR_ASK[] = "{\"role\":\"user\",\"content\":\"Wie ist das Wetter in München "
+                              "und wie spät ist es in Berlin? Rufe beide Werkzeuge auf. "
+                              "[[parallel]]\"}";
+
+static char *par_tools(void)
+{
+    char *s = NULL;
+    if (asprintf(&s,
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                 "\"description\":\"Weather\",\"parameters\":%s}},{\"type\":\"function\","
+                 "\"function\":{\"name\":\"get_time\",\"description\":\"Time\",\"parameters\":%s}"
+                 "}],\"parallel_tool_calls\":true,",
+                 WEATHER_SCHEMA, TIME_SCHEMA) < 0)
+        abort();
+    return s;
+}
+
+/* Every JSON type among the values of an object (one level down included). */
+static unsigned types_in(yyjson_val *o)
+{
+    unsigned bits = 0;
+    size_t i, max;
+    yyjson_val *k, *v;
+    yyjson_obj_foreach(o, i, max, k, v)
+    {
+        bits |= yyjson_is_str(v) ? 1u : 0;
+        bits |= yyjson_is_int(v) ? 2u : 0;
+        bits |= yyjson_is_real(v) ? 4u : 0;
+        bits |= yyjson_is_bool(v) ? 8u : 0;
+        bits |= yyjson_is_arr(v) ? 16u : 0;
+        bits |= yyjson_is_obj(v) ? 32u : 0;
+        bits |= yyjson_is_null(v) ? 64u : 0;
+    }
+    return bits;
+}
+
+/* One call: non-empty id, an offered name, arguments valid against that tool's schema; the
+ * weather call carries every JSON type. args: the arguments text. */
+static enum qr_conf_status par_check(const char *form, const char *id, const char *name,
+                                     const char *args, size_t args_len, char *reason, size_t cap)
+{
+    if (!id || !id[0])
+        return FAIL("%s: a tool call without an id", form);
+    bool weather = name && !strcmp(name, "get_weather");
+    if (!weather && !(name && !strcmp(name, "get_time")))
+        return FAIL("%s: a tool call names '%.60s', not an offered tool", form, name ? name : "");
+    yyjson_doc *a = args ? yyjson_read(args, args_len, 0) : NULL;
+    const char *schema = weather ? WEATHER_SCHEMA : TIME_SCHEMA;
+    yyjson_doc *s = yyjson_read(schema, strlen(schema), 0);
+    char sub[QR_CONF_REASON_MAX] = "";
+    enum qr_conf_status st = QR_CONF_PASS;
+    if (!yyjson_is_obj(yyjson_doc_get_root(a)))
+        st = FAIL("%s: %s arguments are not a JSON object: %.80s", form, name,
+                  args ? args : "(none)");
+    else if (!validate(yyjson_doc_get_root(s), yyjson_doc_get_root(a), "$", sub, sizeof sub))
+        st = FAIL("%s: %s arguments do not match the offered schema: %s", form, name, sub);
+    else if (weather && types_in(yyjson_doc_get_root(a)) != 127u)
+        st = FAIL("%s: get_weather arguments lack a JSON type (string, integer, real, boolean, "
+                  "array, object, null): %.80s",
+                  form, args);
+    yyjson_doc_free(s);
+    yyjson_doc_free(a);
+    return st;
+}
+
+struct par_call {
+    char id[128], name[64];
+    char *args; /* malloc'd */
+};
+
+static void par_calls_free(struct par_call *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(k[i].args);
+}
+
+/* The whole form: exactly two valid calls with distinct ids into k[2]. */
+static enum qr_conf_status par_whole(struct qr_conf_ctx *c, const char *tools, struct par_call *k,
+                                     char *reason, size_t cap)
+{
+    struct qr_conf_resp r;
+    qr_conf_chat(c, &r, "%s%s\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]",
+                 qr_conf_think(c, false), tools, PAR_ASK);
+    yyjson_doc *d = whole(&r, reason, cap);
+    enum qr_conf_status st = d ? QR_CONF_PASS : QR_CONF_FAIL;
+    yyjson_val *tcs =
+        d ? yyjson_ptr_get(yyjson_doc_get_root(d), "/choices/0/message/tool_calls") : NULL;
+    if (d && yyjson_arr_size(tcs) != 2)
+        st = FAIL("[[parallel]] with two tools gave %zu tool calls, not 2: %.100s",
+                  yyjson_arr_size(tcs), r.body);
+    for (size_t i = 0; st == QR_CONF_PASS && i < 2; i++) {
+        yyjson_val *t = yyjson_arr_get(tcs, i);
+        yyjson_val *a = yyjson_ptr_get(t, "/function/arguments");
+        const char *id = yyjson_get_str(yyjson_obj_get(t, "id"));
+        const char *name = yyjson_get_str(yyjson_ptr_get(t, "/function/name"));
+        st = par_check("whole", id, name, yyjson_get_str(a), yyjson_get_len(a), reason, cap);
+        if (st == QR_CONF_PASS) {
+            snprintf(k[i].id, sizeof k[i].id, "%s", id);
+            snprintf(k[i].name, sizeof k[i].name, "%s", name);
+            k[i].args = strndup(yyjson_get_str(a), yyjson_get_len(a));
+        }
+    }
+    if (st == QR_CONF_PASS && !strcmp(k[0].id, k[1].id))
+        st = FAIL("the two parallel calls share the id '%.60s'", k[0].id);
+    if (st == QR_CONF_PASS && !strcmp(k[0].name, k[1].name))
+        st = FAIL("both parallel calls name '%s'", k[0].name);
+    yyjson_doc_free(d);
+    qr_conf_resp_cleanup(&r);
+    return st;
+}
+
+static bool same_json(const char *a, const char *b)
+{
+    yyjson_doc *x = a ? yyjson_read(a, strlen(a), 0) : NULL;
+    yyjson_doc *y = b ? yyjson_read(b, strlen(b), 0) : NULL;
+    bool eq = x && y && yyjson_equals(yyjson_doc_get_root(x), yyjson_doc_get_root(y));
+    yyjson_doc_free(x);
+    yyjson_doc_free(y);
+    return eq;
+}
+
+/* Streamed: the same two calls (names, assembled arguments, in order), ids stable and distinct. */
+static enum qr_conf_status par_streamed(struct qr_conf_ctx *c, const char *tools,
+                                        const struct par_call *k, char *reason, size_t cap)
+{
+    struct qr_conf_resp r;
+    qr_conf_chat(c, &r,
+                 "%s%s\"stream\":true,\"temperature\":0,\"max_tokens\":512,\"messages\":[%s]",
+                 qr_conf_think(c, false), tools, PAR_ASK);
+    struct stream s;
+    if (!stream_parse(&s, c, &r, reason, cap)) {
+        qr_conf_resp_cleanup(&r);
+        return QR_CONF_FAIL;
+    }
+    qr_conf_resp_cleanup(&r);
+    enum qr_conf_status st = QR_CONF_PASS;
+    if (s.error[0])
+        st = FAIL("stream: %s", s.error);
+    else if (s.n_calls != 2)
+        st = FAIL("streamed: %zu tool calls, not 2", s.n_calls);
+    for (size_t i = 0; st == QR_CONF_PASS && i < 2; i++) {
+        if (s.calls[i].id_changed)
+            st = FAIL("streamed tool call %zu changed its id between fragments", i);
+        else
+            st = par_check("streamed", s.calls[i].id, s.calls[i].name, s.calls[i].args.p,
+                           s.calls[i].args.len, reason, cap);
+        if (st == QR_CONF_PASS && strcmp(s.calls[i].name, k[i].name))
+            st = FAIL("streamed call %zu is '%s', the whole answer's is '%s'", i, s.calls[i].name,
+                      k[i].name);
+        if (st == QR_CONF_PASS && !same_json(s.calls[i].args.p, k[i].args))
+            st = FAIL("streamed call %zu (%s) assembled other arguments than the whole answer: "
+                      "%.80s",
+                      i, k[i].name, s.calls[i].args.p);
+    }
+    if (st == QR_CONF_PASS && !strcmp(s.calls[0].id, s.calls[1].id))
+        st = FAIL("the two streamed calls share the id '%.60s'", s.calls[0].id);
+    stream_free(&s);
+    return st;
+}
+
+/* The tool result turn: both calls and two role:tool results linked by tool_call_id. */
+static enum qr_conf_status par_results(struct qr_conf_ctx *c, const char *tools,
+                                       const struct par_call *k, char *reason, size_t cap)
+{
+    yyjson_mut_doc *m = yyjson_mut_doc_new(NULL);
+    yyjson_mut_val *arr = yyjson_mut_arr(m);
+    for (size_t i = 0; i < 2; i++) {
+        yyjson_mut_val *t = yyjson_mut_arr_add_obj(m, arr);
+        yyjson_mut_obj_add_strcpy(m, t, "id", k[i].id);
+        yyjson_mut_obj_add_str(m, t, "type", "function");
+        yyjson_mut_val *fn = yyjson_mut_obj_add_obj(m, t, "function");
+        yyjson_mut_obj_add_strcpy(m, fn, "name", k[i].name);
+        yyjson_mut_obj_add_strcpy(m, fn, "arguments", k[i].args);
+    }
+    yyjson_mut_val *id0 = yyjson_mut_strcpy(m, k[0].id), *id1 = yyjson_mut_strcpy(m, k[1].id);
+    char *calls = yyjson_mut_val_write(arr, 0, NULL);
+    char *i0 = yyjson_mut_val_write(id0, 0, NULL), *i1 = yyjson_mut_val_write(id1, 0, NULL);
+    if (!calls || !i0 || !i1)
+        abort();
+    bool w0 = !strcmp(k[0].name, "get_weather");
+    static const char WRES[] = "{\\\"temperature_c\\\": 21, \\\"sky\\\": \\\"sunny\\\"}";
+    static const char TRES[] = "{\\\"time\\\": \\\"14:05\\\"}";
+    struct qr_conf_resp r;
+    qr_conf_chat(
+        c, &r,
+        "%s%s\"temperature\":0,\"max_tokens\":64,\"messages\":[%s,{\"role\":\"assistant\","
+        "\"content\":\"\",\"tool_calls\":%s},{\"role\":\"tool\",\"tool_call_id\":%s,\"content\":"
+        "\"%s\"},{\"role\":\"tool\",\"tool_call_id\":%s,\"content\":\"%s\"}]",
+        qr_conf_think(c, false), tools, PAR_ASK, calls, i0, w0 ? WRES : TRES, i1, w0 ? TRES : WRES);
+    yyjson_doc *d = whole(&r, reason, cap);
+    const char *content = d ? msg_str(d, "content") : NULL;
+    const char *fin =
+        d ? yyjson_get_str(yyjson_ptr_get(yyjson_doc_get_root(d), "/choices/0/finish_reason"))
+          : NULL;
+    enum qr_conf_status st = QR_CONF_PASS;
+    if (!d)
+        st = QR_CONF_FAIL;
+    else if (!content || !content[0])
+        st = FAIL("the answer to two tool results has no content: %.100s", r.body);
+    else if (!fin || strcmp(fin, "stop"))
+        st = FAIL("the answer to two tool results ended with '%s', not 'stop'", fin ? fin : "");
+    yyjson_doc_free(d);
+    qr_conf_resp_cleanup(&r);
+    free(calls);
+    free(i0);
+    free(i1);
+    yyjson_mut_doc_free(m);
+    return st;
+}
+
+static enum qr_conf_status case_tools_parallel(struct qr_conf_ctx *c, char *reason, size_t cap)
+{
+    if (qr_conf_engine_cap(c, "supports_parallel_tool_calls") == 0) {
+        snprintf(reason, cap,
+                 "the engine evidence says the model's template has no parallel tool "
+                 "calls (supports_parallel_tool_calls false)");
+        return QR_CONF_SKIP;
+    }
+    char *tools = par_tools();
+    struct par_call k[2];
+    memset(k, 0, sizeof k);
+    enum qr_conf_status st = par_whole(c, tools, k, reason, cap);
+    bool streamed = qr_conf_claims(c, "tools.streaming");
+    if (st == QR_CONF_PASS && streamed)
+        st = par_streamed(c, tools, k, reason, cap);
+    if (st == QR_CONF_PASS)
+        st = par_results(c, tools, k, reason, cap);
+    if (st == QR_CONF_PASS)
+        snprintf(reason, cap,
+                 "%s + %s with distinct ids, arguments valid (every JSON type)%s; two tool "
+                 "results answered with content, finish stop",
+                 k[0].name, k[1].name,
+                 streamed ? "; streamed: same calls, ids stable"
+                          : "; streamed part skipped (tools.streaming not claimed)");
+    par_calls_free(k, 2);
+    free(tools);
     return st;
 }
 
@@ -720,6 +989,7 @@ static const char *const NEED_REASONING[] = {"inference.text", "reasoning.contro
 static const char *const NEED_STREAM[] = {"inference.text", "streaming.content", NULL};
 static const char *const NEED_TOOLS[] = {"tools.calling", "tools.streaming", NULL};
 static const char *const NEED_SO[] = {"structured_output", NULL};
+static const char *const NEED_TOOLS_CALL[] = {"tools.calling", NULL};
 
 static const char *const VER_TEXT[] = {"inference.text", NULL};
 static const char *const VER_REASONING[] = {"reasoning.control", NULL};
@@ -727,6 +997,7 @@ static const char *const VER_STREAM[] = {"streaming.content", "streaming.reasoni
 static const char *const VER_TOOLS[] = {"tools.calling", "tools.streaming",
                                         "streaming.tool_arguments", NULL};
 static const char *const VER_SO[] = {"structured_output", NULL};
+static const char *const VER_STREAM_CONTENT[] = {"streaming.content", NULL};
 
 static const struct qr_conf_case CASES[] = {
     {"identity", NEED_TEXT, NULL, case_identity, VER_TEXT},
@@ -737,7 +1008,20 @@ static const struct qr_conf_case CASES[] = {
     {"tools", NEED_TOOLS, NULL, case_tools, VER_TOOLS},
     {"structured_output", NEED_SO, NULL, case_structured, VER_SO},
     {"context_limit", NEED_TEXT, NULL, case_context, NULL},
+    {"context.at_limit", NEED_TEXT, NULL, qr_conf_case_context_at_limit, NULL},
     {"multimodal.refused", NEED_TEXT, "multimodal.vision", case_multimodal, NULL},
+    {"tokenizer.roundtrip", NEED_TEXT, NULL, qr_conf_case_tok_roundtrip, VER_TEXT},
+    {"tokenizer.bos", NEED_TEXT, NULL, qr_conf_case_tok_bos, VER_TEXT},
+    {"tools.parallel", NEED_TOOLS_CALL, NULL, case_tools_parallel, VER_TOOLS},
+    {"cancel.decode", NEED_STREAM, NULL, qr_conf_case_cancel_decode, VER_STREAM_CONTENT},
+    {"cancel.prefill", NEED_STREAM, NULL, qr_conf_case_cancel_prefill, VER_STREAM_CONTENT},
+    /* model metadata (cases_model.c) */
+    {"metadata", NEED_TEXT, NULL, qr_conf_case_metadata, NULL},
+    {"moe.metadata", NEED_TEXT, NULL, qr_conf_case_moe_metadata, NULL},
+    {"experts.config", NEED_TEXT, NULL, qr_conf_case_experts_config, NULL},
+    {"quantization", NEED_TEXT, NULL, qr_conf_case_quantization, qr_conf_verifies_quantization},
+    {"speculative", NEED_TEXT, NULL, qr_conf_case_speculative, qr_conf_verifies_speculative},
+    {"crash.restart", NEED_TEXT, NULL, qr_conf_case_crash_restart, NULL},
 };
 
 size_t qr_conf_n_cases(void)

@@ -336,6 +336,18 @@ static double now_ms(void)
     return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
 }
 
+bool qr_conf_id_listed(const char *list, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !memcmp(p, id, n))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool progress)
 {
     size_t n = qr_conf_n_cases();
@@ -352,7 +364,10 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
             missing = qr_conf_claims(c, *need) ? NULL : *need;
         if (progress)
             fprintf(stderr, "conformance: %-22s ...", k->id);
-        if (missing) {
+        if (qr_conf_id_listed(c->skip, k->id)) {
+            r->status = QR_CONF_SKIP;
+            snprintf(r->reason, sizeof r->reason, "not selected (--skip)");
+        } else if (missing) {
             r->status = QR_CONF_SKIP;
             snprintf(r->reason, sizeof r->reason, "model '%s' does not claim '%s'", c->model,
                      missing);

@@ -47,6 +47,13 @@ struct qr_conf_ctx {
     char *host_class;       /* NULL: unknown */
     char *model_header;     /* the first X-Quantum-Model seen; identity checks the rest */
     long timeout_ms;        /* per request */
+    /* Cases that break the daemon's engine on purpose (crash.restart kills the model's engine
+     * process) run only when set: the runner started the daemon itself, or the user passed
+     * --allow-destructive. Otherwise they are skipped with that reason. */
+    bool destructive;
+    /* Comma-separated case ids not to run (--skip), or NULL: each is reported as skipped with
+     * "not selected (--skip)". */
+    const char *skip;
 };
 
 /* One case's outcome. needs points into the static case table. */
@@ -75,6 +82,9 @@ bool qr_conf_utf8_valid(const char *s, size_t len);
  * answer. Either way err (caller storage of err_cap bytes) says why. */
 enum qr_err qr_conf_probe(struct qr_conf_ctx *c, char *err, size_t err_cap);
 void qr_conf_ctx_cleanup(struct qr_conf_ctx *c);
+
+/* Is id one of the comma-separated ids in list (NULL: none)? */
+bool qr_conf_id_listed(const char *list, const char *id);
 
 /* Run every case of the table (cases.h) in order; results is caller storage of
  * qr_conf_n_cases() entries. progress: print one line per case on stderr. */

@@ -17,6 +17,7 @@
 
 struct qr_ledger {
     yyjson_doc *doc;
+    yyjson_doc *local_doc; /* a merged ledger: the local file's document (strings borrowed) */
     struct qr_ledger_entry *entries; /* sorted by id */
     size_t n_entries;
     struct qr_ledger_block *blocks; /* sorted by id */
@@ -68,6 +69,7 @@ void qr_ledger_free(struct qr_ledger *l)
     free(l->entries);
     free(l->blocks);
     yyjson_doc_free(l->doc);
+    yyjson_doc_free(l->local_doc);
     free(l);
 }
 
@@ -336,8 +338,8 @@ static enum qr_err parse_list(struct qr_pj *pj, yyjson_val *root, const char *ke
     return QR_OK;
 }
 
-enum qr_err qr_ledger_parse(const char *name, const char *json, size_t len, struct qr_diag *diag,
-                            struct qr_ledger **out)
+static enum qr_err parse_doc(const char *name, const char *json, size_t len, bool local,
+                             struct qr_diag *diag, struct qr_ledger **out)
 {
     static const char *const keys[] = {"schema_version", "entries", "blocks", NULL};
     struct qr_pj pj;
@@ -358,13 +360,120 @@ enum qr_err qr_ledger_parse(const char *name, const char *json, size_t len, stru
         err = fail_at(&pj, "schema_version", (size_t) -1, "is not " QR_LEDGER_SCHEMA, schema);
         goto fail;
     }
-    if ((err = parse_list(&pj, root, "entries", true, QR_LEDGER_MAX_ENTRIES, l, true)) != QR_OK ||
+    if ((err = parse_list(&pj, root, "entries", !local, QR_LEDGER_MAX_ENTRIES, l, true)) != QR_OK ||
         (err = parse_list(&pj, root, "blocks", false, QR_LEDGER_MAX_BLOCKS, l, false)) != QR_OK)
         goto fail;
+    for (size_t i = 0; i < l->n_entries; i++)
+        l->entries[i].local = local;
+    for (size_t i = 0; i < l->n_blocks; i++)
+        l->blocks[i].local = local;
     *out = l;
     return QR_OK;
 fail:
     qr_ledger_free(l);
+    return err;
+}
+
+enum qr_err qr_ledger_parse(const char *name, const char *json, size_t len, struct qr_diag *diag,
+                            struct qr_ledger **out)
+{
+    return parse_doc(name, json, len, false, diag, out);
+}
+
+enum qr_err qr_ledger_parse_local(const char *name, const char *json, size_t len,
+                                  struct qr_diag *diag, struct qr_ledger **out)
+{
+    return parse_doc(name, json, len, true, diag, out);
+}
+
+/* The first id of a that is also in b (both sorted by id), or NULL. */
+static const char *shared_id(const char *(*id_at)(const void *, size_t), const void *a, size_t na,
+                             const void *b, size_t nb)
+{
+    size_t i = 0, j = 0;
+    while (i < na && j < nb) {
+        int c = strcmp(id_at(a, i), id_at(b, j));
+        if (c == 0)
+            return id_at(a, i);
+        if (c < 0)
+            i++;
+        else
+            j++;
+    }
+    return NULL;
+}
+
+static const char *entry_id_at(const void *v, size_t i)
+{
+    return ((const struct qr_ledger_entry *) v)[i].id;
+}
+
+static const char *block_id_at(const void *v, size_t i)
+{
+    return ((const struct qr_ledger_block *) v)[i].id;
+}
+
+/* Move the n items of size sz from *src to the end of *dst (n_dst items); *src is emptied. */
+static bool append_items(void **dst, size_t *n_dst, void **src, size_t *n_src, size_t sz)
+{
+    if (*n_src == 0)
+        return true;
+    char *g = realloc(*dst, (*n_dst + *n_src) * sz);
+    if (!g)
+        return false;
+    memcpy(g + *n_dst * sz, *src, *n_src * sz);
+    *dst = g;
+    *n_dst += *n_src;
+    free(*src);
+    *src = NULL;
+    *n_src = 0;
+    return true;
+}
+
+enum qr_err qr_ledger_merge(struct qr_ledger *builtin, struct qr_ledger *local,
+                            const char *local_name, struct qr_diag *diag, struct qr_ledger **out)
+{
+    enum qr_err err = QR_OK;
+    *out = NULL;
+    const char *dup = shared_id(entry_id_at, builtin->entries, builtin->n_entries, local->entries,
+                                local->n_entries);
+    const char *list = "entries";
+    if (!dup) {
+        dup = shared_id(block_id_at, builtin->blocks, builtin->n_blocks, local->blocks,
+                        local->n_blocks);
+        list = "blocks";
+    }
+    if (dup) {
+        err = qr_diag_set(diag, QR_ERR_INVALID, "'%s': %s: id '%s' is also in the builtin ledger",
+                          local_name, list, dup);
+        goto fail;
+    }
+    if (builtin->n_entries + local->n_entries > QR_LEDGER_MAX_ENTRIES ||
+        builtin->n_blocks + local->n_blocks > QR_LEDGER_MAX_BLOCKS) {
+        err = qr_diag_set(diag, QR_ERR_TOO_LARGE,
+                          "'%s': with the builtin ledger more than %u entries or %u blocks",
+                          local_name, QR_LEDGER_MAX_ENTRIES, QR_LEDGER_MAX_BLOCKS);
+        goto fail;
+    }
+    if (!append_items((void **) &builtin->entries, &builtin->n_entries, (void **) &local->entries,
+                      &local->n_entries, sizeof(struct qr_ledger_entry)) ||
+        !append_items((void **) &builtin->blocks, &builtin->n_blocks, (void **) &local->blocks,
+                      &local->n_blocks, sizeof(struct qr_ledger_block))) {
+        err = QR_ERR_NOMEM;
+        goto fail;
+    }
+    if (builtin->n_entries)
+        qsort(builtin->entries, builtin->n_entries, sizeof(*builtin->entries), cmp_entry);
+    if (builtin->n_blocks)
+        qsort(builtin->blocks, builtin->n_blocks, sizeof(*builtin->blocks), cmp_block);
+    builtin->local_doc = local->doc; /* the moved items' strings live in it */
+    local->doc = NULL;
+    qr_ledger_free(local);
+    *out = builtin;
+    return QR_OK;
+fail:
+    qr_ledger_free(builtin);
+    qr_ledger_free(local);
     return err;
 }
 
@@ -570,6 +679,7 @@ static yyjson_mut_val *render_entry(yyjson_mut_doc *d, const struct qr_ledger_en
 {
     yyjson_mut_val *o = yyjson_mut_obj(d);
     yyjson_mut_obj_add_str(d, o, "id", e->id);
+    yyjson_mut_obj_add_str(d, o, "origin", e->local ? "local" : "builtin");
     yyjson_mut_obj_add_str(d, o, "project", e->project);
     yyjson_mut_obj_add_str(d, o, "backend_kind", e->backend_kind);
     yyjson_mut_obj_add_str(d, o, "source_url", e->source_url);
@@ -599,6 +709,7 @@ static yyjson_mut_val *render_block(yyjson_mut_doc *d, const struct qr_ledger_bl
 {
     yyjson_mut_val *o = yyjson_mut_obj(d);
     yyjson_mut_obj_add_str(d, o, "id", b->id);
+    yyjson_mut_obj_add_str(d, o, "origin", b->local ? "local" : "builtin");
     yyjson_mut_obj_add_str(d, o, "backend_kind", b->backend_kind);
     add_opt(d, o, "project", b->project);
     add_strs(d, o, "engine_versions", b->engine_versions, b->n_engine_versions);

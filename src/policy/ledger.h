@@ -62,6 +62,7 @@ struct qr_ledger_entry {
     struct qr_ledger_family_note *family_notes;
     size_t n_family_notes;
     const char *notes;
+    bool local; /* from the local ledger file (QR_LEDGER_LOCAL_FILE), not the builtin one */
 };
 
 struct qr_ledger_block {
@@ -84,6 +85,7 @@ struct qr_ledger_block {
     const char **sources; /* >= 1: issue links, reference-document observations */
     size_t n_sources;
     const char *notes;
+    bool local; /* from the local ledger file (QR_LEDGER_LOCAL_FILE), not the builtin one */
 };
 
 struct qr_ledger;
@@ -96,6 +98,22 @@ enum qr_err qr_ledger_parse(const char *name, const char *json, size_t len, stru
 
 /* The builtin ledger (data/upstream-ledger.json). */
 enum qr_err qr_ledger_load_builtin(struct qr_diag *diag, struct qr_ledger **out);
+
+/* The local ledger: <state_dir>/QR_LEDGER_LOCAL_FILE, written by `quantum-runtime ledger
+ * evaluate/promote`, same schema. */
+#define QR_LEDGER_LOCAL_FILE "upstream-ledger.local.json"
+
+/* Parse a local ledger file: validated exactly as qr_ledger_parse, except that "entries" may be
+ * absent or empty (a file of known-bad blocks only); every entry and block is marked local. */
+enum qr_err qr_ledger_parse_local(const char *name, const char *json, size_t len,
+                                  struct qr_diag *diag, struct qr_ledger **out);
+
+/* One ledger of both: the entries and blocks of builtin and of local (both taken: freed on any
+ * return), each list in id order. An id present in both lists of the same kind is an error naming
+ * it and local_name ("'x.json': entries: id 'e' is also in the builtin ledger"). *out is owned
+ * by the caller. */
+enum qr_err qr_ledger_merge(struct qr_ledger *builtin, struct qr_ledger *local,
+                            const char *local_name, struct qr_diag *diag, struct qr_ledger **out);
 
 void qr_ledger_free(struct qr_ledger *l);
 
@@ -140,7 +158,8 @@ size_t qr_ledger_blocked(const struct qr_ledger *l, const struct qr_ledger_query
                          struct qr_ledger_hit *out, size_t max);
 
 /* The /v1/upstreams body: {"api_version","schema_version","entries","latest_known_good",
- * "blocks"}. Owned by the caller (yyjson_mut_doc_free); NULL when out of memory. */
+ * "blocks"}; every entry and block carries "origin": "builtin" or "local". Owned by the caller
+ * (yyjson_mut_doc_free); NULL when out of memory. */
 yyjson_mut_doc *qr_ledger_render(const struct qr_ledger *l);
 
 /* One hit as JSON (block id, capability, reason, sources, certain, alternative). */

@@ -145,8 +145,10 @@ size_t qr_route_request_conditions(const struct qr_request *req,
         out[n++] = "parallel_tool_calls=false";
     if (req->tool_choice.kind == QR_TOOL_CHOICE_FUNCTION)
         out[n++] = "tool_choice=function";
-    if (req->protocol == QR_PROTO_OPENAI)
-        out[n++] = "openai-endpoint";
+    /* not "openai-endpoint": that names the upstream endpoint an adapter speaks (Ollama's
+     * /v1/chat/completions), never the client's protocol - every client protocol is translated
+     * onto the adapter's own wire (the Ollama adapter speaks /api/chat), so it is a backend's
+     * launch condition (qr_route_backend.conditions) where one holds */
     return n;
 }
 
@@ -225,6 +227,13 @@ static enum qr_route_reject kind_check(const struct qr_route_backend *b, const s
     return QR_ROUTE_REJ_NONE;
 }
 
+/* Hardware classes are equal when both name the same class, or both are unknown (NULL or ""): a
+ * run recorded on a host with no declared class verifies for a host with none. */
+static bool same_class(const char *a, const char *b)
+{
+    return (!a || !a[0]) ? (!b || !b[0]) : streq(a, b);
+}
+
 static const struct qr_route_verified *conformance_match(const struct qr_router_env *env,
                                                          const struct qr_route_backend *b,
                                                          const char *model_id, const char *uri,
@@ -234,7 +243,8 @@ static const struct qr_route_verified *conformance_match(const struct qr_router_
         const struct qr_route_verified *r = &env->verified[i];
         if (streq(r->backend_id, b->desc->id) && streq(r->model_id, model_id) &&
             (!r->artifact_uri || streq(r->artifact_uri, uri)) &&
-            has_version(b, r->engine_version) && streq(r->hardware_class, env->hardware_class)) {
+            has_version(b, r->engine_version) &&
+            same_class(r->hardware_class, env->hardware_class)) {
             *iter = i + 1;
             return r;
         }

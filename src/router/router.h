@@ -97,8 +97,9 @@ struct qr_route_backend {
 };
 
 /* A conformance record: these keys were verified on exactly this backend id, canonical model,
- * engine version and hardware class (and artifact, when uri is set). Every string must be set
- * (NULL never matches), compared exactly; borrowed. */
+ * engine version and hardware class (and artifact, when uri is set). Every string but
+ * hardware_class must be set (NULL never matches), compared exactly; hardware classes match when
+ * equal or both unknown (NULL or ""). Borrowed. */
 struct qr_route_verified {
     const char *backend_id;
     const char *model_id;       /* canonical id */
@@ -166,7 +167,8 @@ size_t qr_route_model_rules_out(const struct qr_registry *reg, const char *model
 void qr_route_query_from_request(const struct qr_request *req, struct qr_route_query *q);
 
 /* The ledger conditions a request implies (think=on|off, tools, stream,
- * parallel_tool_calls=false, tool_choice=function, openai-endpoint), static strings, at most
+ * parallel_tool_calls=false, tool_choice=function; never openai-endpoint, which is the
+ * upstream's, not the client's protocol), static strings, at most
  * QR_ROUTE_MAX_CONDS / 2 written; returns the count. */
 size_t qr_route_request_conditions(const struct qr_request *req,
                                    const char *out[QR_ROUTE_MAX_CONDS / 2]);

@@ -358,14 +358,18 @@ static enum qr_err check_header(struct qr_store *s, struct qr_diag *diag)
         return fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag, "not a regular file", NULL);
     if (st.st_size == 0)
         return QR_OK;
+    /* read through SQLite's own file handle: an open()/close() of our own would drop every POSIX
+     * lock this process holds on the file, another connection's included */
     unsigned char h[100];
-    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag, "cannot open: ", strerror(errno));
-    ssize_t n = read(fd, h, sizeof(h));
-    close(fd);
-    if (n < 0)
-        return fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag, "cannot read: ", strerror(errno));
+    sqlite3_file *fp = NULL;
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_FILE_POINTER, &fp) != SQLITE_OK || !fp ||
+        !fp->pMethods)
+        return fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag, "cannot open: ", "no file handle");
+    int xrc = fp->pMethods->xRead(fp, h, (int) sizeof h, 0);
+    if (xrc != SQLITE_OK && xrc != SQLITE_IOERR_SHORT_READ)
+        return fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag,
+                          "cannot read: ", sqlite3_errstr(xrc));
+    ssize_t n = xrc == SQLITE_OK ? (ssize_t) sizeof h : 0;
     if (n < (ssize_t) sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
         return fail_fault(s, QR_STORE_FAULT_CORRUPT, QR_ERR_INVALID, diag,
                           "corrupt: not a SQLite database (bad header)", NULL);
@@ -453,15 +457,20 @@ static enum qr_err open_once(const char *path, unsigned busy_ms, struct qr_store
         return qr_diag_set(diag, QR_ERR_NOMEM, "evidence store '%s': out of memory", path);
     }
     s->opening = true;
-    enum qr_err err = check_header(s, diag);
-    if (err)
+    enum qr_err err = QR_OK;
+    struct stat st; /* SQLite would open a directory's path with an error of its own */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        err = fail_fault(s, QR_STORE_FAULT_IO, QR_ERR_IO, diag, "not a regular file", NULL);
         goto fail;
+    }
     int rc = sqlite3_open_v2(
         path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
         err = fail_rc(s, rc, "open", diag);
         goto fail;
     }
+    if ((err = check_header(s, diag)))
+        goto fail;
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, (int) busy_ms);
     /* until the file has passed its checks, closing must not checkpoint a WAL into it */

@@ -649,11 +649,14 @@ static void add_caps(yyjson_mut_doc *doc, yyjson_mut_val *caps)
         {"reranking", "unsupported"}, /* Ollama has no rerank API (codec_ollama.c refuses) */
         {"reasoning_control", "conditional"},
         {"tools.calling", "conditional"},
-        {"tools.streaming", "unknown"},
+        /* Ollama streams each tool call whole (wire-protocols.md A.3/A.4, quirks 3-6); the
+         * codec turns it into OpenAI deltas (id, type, name, then the whole arguments as one
+         * fragment), ids kept: model-dependent like tools.calling */
+        {"tools.streaming", "conditional"},
         {"structured_output", "conditional"},
         {"streaming.content", "supported"},
         {"streaming.reasoning", "conditional"},
-        {"streaming.tool_arguments", "unknown"},
+        {"streaming.tool_arguments", "conditional"},
         {"placement.cpu", "supported"},
         {"placement.gpu", "conditional"},
         {"placement.hybrid", "conditional"},

@@ -33,6 +33,7 @@ struct oa_backend {
     bool decided;              /* prof is the configured or the probed one */
     bool version_known;        /* version was asked for (or the profile has no version path) */
     bool detecting;            /* a probe is running detection */
+    unsigned serial;           /* bumped whenever detection replaces prof */
     char version[QR_OA_MAX_VERSION]; /* "" unknown */
     char why[320];
     struct qr_oa_replicas *replicas; /* several urls: balanced (replicated.h); NULL for one */
@@ -239,6 +240,7 @@ static void decide(struct probe *p)
         return;
     }
     ob->prof = prof;
+    ob->serial++;
     ob->decided = true;
     ob->version_known = true;
     snprintf(ob->version, sizeof(ob->version), "%s", det.version);
@@ -491,6 +493,10 @@ static void describe_dialect(struct oa_backend *ob, yyjson_mut_doc *doc, yyjson_
         yyjson_mut_obj_add_strcpy(doc, o, "version", ob->version);
     else
         yyjson_mut_obj_add_null(doc, o, "version");
+    if (ob->decided && p->ledger_project[0])
+        yyjson_mut_obj_add_strcpy(doc, o, "ledger_project", p->ledger_project);
+    else
+        yyjson_mut_obj_add_null(doc, o, "ledger_project");
     yyjson_mut_obj_add_strcpy(doc, o, "why", ob->why);
     yyjson_mut_obj_add_strcpy(doc, o, "reasoning_field",
                               override ? override
@@ -569,6 +575,28 @@ void qr_openai_describe_dialect(struct qr_backend *b, yyjson_mut_doc *doc, yyjso
     }
 }
 
+const char *qr_openai_engine_version(const struct qr_backend *b)
+{
+    if (!ALWAYS(b->vt == &qr_backend_openai))
+        return "";
+    return ((const struct oa_backend *) b)->version;
+}
+
+unsigned qr_openai_dialect_serial(const struct qr_backend *b)
+{
+    if (!ALWAYS(b->vt == &qr_backend_openai))
+        return 0;
+    return ((const struct oa_backend *) b)->serial;
+}
+
+const char *qr_openai_ledger_project(const struct qr_backend *b)
+{
+    if (!ALWAYS(b->vt == &qr_backend_openai))
+        return NULL;
+    const struct oa_backend *ob = (const struct oa_backend *) b;
+    return ob->decided && ob->prof.ledger_project[0] ? ob->prof.ledger_project : NULL;
+}
+
 static void openai_close(struct qr_backend *b)
 {
     qr_oa_replicas_free(oa(b)->replicas);
@@ -624,6 +652,9 @@ static void openai_describe(struct qr_backend *b, yyjson_mut_doc *doc, yyjson_mu
             (strcmp(rows[i].key, "reranking") == 0 &&
              (prof->ops_unsupported & (1u << QR_OP_RERANK))))
             state = "unsupported"; /* the dialect does not offer it (codec refuses with 422) */
+        if (!strcmp(rows[i].key, "structured_output") && !strcmp(prof->guided_decoding, "none"))
+            state = "unsupported"; /* the server ignores response_format (mlx_lm.server, D.8):
+                                      refused before it is asked, never answered as free text */
         if (ps_set &&
             (!strcmp(rows[i].key, "tools.calling") || !strcmp(rows[i].key, "tools.streaming") ||
              !strcmp(rows[i].key, "streaming.tool_arguments")))

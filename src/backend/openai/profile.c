@@ -193,21 +193,14 @@ static enum qr_err parse_ops(struct qr_pj *p, yyjson_val *root, struct qr_oa_pro
 static enum qr_err parse_root(struct qr_pj *p, yyjson_val *root, const char *expect_name,
                               struct qr_oa_profile *out)
 {
-    static const char *const keys[] = {"schema",
-                                       "name",
-                                       "description",
-                                       "reasoning_field",
-                                       "reasoning_eras",
-                                       "health",
-                                       "version_path",
-                                       "metrics_path",
-                                       "stream_usage",
-                                       "defaults",
-                                       "unsupported_ops",
-                                       "context_length_field",
-                                       "guided_decoding",
-                                       "listed_models_only",
-                                       NULL};
+    static const char *const keys[] = {"schema",          "name",
+                                       "description",     "reasoning_field",
+                                       "reasoning_eras",  "health",
+                                       "version_path",    "metrics_path",
+                                       "stream_usage",    "defaults",
+                                       "unsupported_ops", "context_length_field",
+                                       "guided_decoding", "listed_models_only",
+                                       "ledger_project",  NULL};
     const char *schema, *desc;
     int rf = 0, gd = 2;
     enum qr_err err;
@@ -237,7 +230,9 @@ static enum qr_err parse_root(struct qr_pj *p, yyjson_val *root, const char *exp
         (err = str_field(p, root, "context_length_field", false, out->context_length_field,
                          sizeof(out->context_length_field))) ||
         (err = enum_field(p, root, "guided_decoding", false, guided_names, &gd)) ||
-        (err = qr_pj_bool(p, root, "listed_models_only", false, &out->listed_models_only, NULL)))
+        (err = qr_pj_bool(p, root, "listed_models_only", false, &out->listed_models_only, NULL)) ||
+        (err = str_field(p, root, "ledger_project", false, out->ledger_project,
+                         sizeof(out->ledger_project))))
         return err;
     copy(out->guided_decoding, sizeof(out->guided_decoding), guided_names[gd]);
     return QR_OK;

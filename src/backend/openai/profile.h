@@ -52,6 +52,9 @@ struct qr_oa_profile {
     char guided_decoding[QR_OA_MAX_NAME]; /* "structured_outputs" | "response_format" | "none" */
     bool listed_models_only; /* only names the server's /v1/models lists are sent (quirk 32:
                                 mlx_lm.server loads whatever repository "model" names) */
+    char ledger_project[QR_OA_MAX_NAME]; /* the engine project as the upstream ledger spells it
+                                            ("vLLM"); "" = unknown (ledger blocks naming a
+                                            project then match as uncertain) */
 };
 
 /* Parse one profile file strictly (unknown or duplicate keys, wrong types, out-of-range values,

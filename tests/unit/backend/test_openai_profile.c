@@ -40,6 +40,8 @@ static void test_builtin_profiles(void **state)
     assert_int_equal(p.ops_unsupported, 0);
     assert_string_equal(p.context_length_field, "max_model_len");
     assert_string_equal(p.guided_decoding, "structured_outputs");
+    /* the project exactly as data/upstream-ledger.json spells it (its vLLM blocks) */
+    assert_string_equal(p.ledger_project, "vLLM");
 
     load("mlx-lm", &p);
     assert_string_equal(p.reasoning_field, "reasoning");
@@ -53,8 +55,10 @@ static void test_builtin_profiles(void **state)
     assert_int_equal(p.default_max_tokens, 8192);
     assert_int_equal(p.ops_unsupported, (1u << QR_OP_EMBED) | (1u << QR_OP_RERANK));
     assert_string_equal(p.guided_decoding, "none");
+    assert_string_equal(p.ledger_project, "MLX-LM");
 
     load("llama-server", &p);
+    assert_string_equal(p.ledger_project, "llama.cpp / ggml");
     assert_string_equal(p.reasoning_field, "reasoning_content");
     assert_string_equal(p.health_path, "/health");
     assert_string_equal(p.metrics_path, "/metrics");
@@ -65,6 +69,7 @@ static void test_builtin_profiles(void **state)
     assert_string_equal(p.health_path, "/v1/models");
     assert_string_equal(p.version_path, "");
     assert_false(p.default_temperature_set);
+    assert_string_equal(p.ledger_project, ""); /* any server: the project is unknown */
 
     struct qr_diag d = {{0}};
     assert_int_equal(qr_openai_profile_load("sglang", &p, &d), QR_ERR_INVALID);
@@ -85,6 +90,7 @@ static void test_minimal_profile(void **state)
     assert_true(p.stream_usage); /* default */
     assert_string_equal(p.guided_decoding, "none");
     assert_string_equal(p.health_path, "/h");
+    assert_string_equal(p.ledger_project, "");
 }
 
 /* One hostile file per failure class, with the exact message. */
@@ -129,6 +135,9 @@ static void test_hostile_profiles(void **state)
         {HEAD MIN ",\"reasoning_eras\":[{\"min_version\":\"1\"}]}", NULL,
          "reasoning_eras[0].reasoning_field: required"},
         {HEAD MIN ",\"guided_decoding\":\"outlines\"}", NULL, "unknown value 'outlines'"},
+        {HEAD MIN ",\"ledger_project\":1}", NULL, "ledger_project"},
+        {HEAD MIN ",\"ledger_project\":\"a project name longer than thirty-one bytes\"}", NULL,
+         "ledger_project"},
         {HEAD MIN "} trailing", NULL, "cannot load 't.json'"},
         {"// comment\n" HEAD MIN "}", NULL, "cannot load 't.json'"},
         {"[]", NULL, "cannot load 't.json'"},

@@ -440,6 +440,21 @@ static void test_ledger_block_tested_alternative(void **state)
     v1.hardware_class = "nvidia-cuda-gpu";
     assert_int_equal(plan(f, "llama3:8b", caps("inference.text", NULL), 0, &p), QR_ERR_INVALID);
     qr_route_plan_cleanup(&p);
+    /* both classes unknown (a record stored as "" on a host that declares none): it matches;
+     * a record with a class does not match an unknown host, nor an unknown record a known one */
+    const char *hw = f->env.hardware_class;
+    f->env.hardware_class = NULL;
+    v1.hardware_class = "";
+    assert_int_equal(plan(f, "llama3:8b", caps("inference.text", NULL), 0, &p), QR_OK);
+    assert_true(p.candidates[p.chosen].verified);
+    qr_route_plan_cleanup(&p);
+    v1.hardware_class = "linux-cpu";
+    assert_int_equal(plan(f, "llama3:8b", caps("inference.text", NULL), 0, &p), QR_ERR_INVALID);
+    qr_route_plan_cleanup(&p);
+    f->env.hardware_class = hw;
+    v1.hardware_class = "";
+    assert_int_equal(plan(f, "llama3:8b", caps("inference.text", NULL), 0, &p), QR_ERR_INVALID);
+    qr_route_plan_cleanup(&p);
     f->env.opts.strict = false;
     f->env.verified = NULL;
     f->env.n_verified = 0;
@@ -770,11 +785,13 @@ static void test_request_conditions_hit_ledger(void **state)
     r.parallel_tool_calls = QR_FALSE;
     r.protocol = QR_PROTO_OPENAI;
     size_t n = qr_route_request_conditions(&r, conds);
-    assert_int_equal(n, 4);
+    /* the client's protocol is no condition: "openai-endpoint" is the upstream's (the Ollama
+     * adapter speaks /api/chat whatever the client spoke), so Ollama's OpenAI-stream block
+     * ollama-openai-stream-tool-index-zero must not refuse an OpenAI client's streamed tools */
+    assert_int_equal(n, 3);
     assert_string_equal(conds[0], "think=off");
     assert_string_equal(conds[1], "stream");
     assert_string_equal(conds[2], "parallel_tool_calls=false");
-    assert_string_equal(conds[3], "openai-endpoint");
 
     /* a block with a `when` only hits when the request states it */
     static const char ledger[] =
