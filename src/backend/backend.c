@@ -84,6 +84,7 @@ void qr_backend_free(struct qr_backend *b)
     qr_fetch_cancel_all(b);
     if (b->vt->close)
         b->vt->close(b);
+    qr_job_free_orphans(b);
     free(b);
 }
 

@@ -56,6 +56,7 @@ struct qr_backend {
     enum qr_backend_state state; /* last probe outcome */
     int64_t state_since_ms;      /* wall clock of the last state change */
     struct qr_fetch *fetches;    /* live qr_fetch calls (backend/job.h), cancelled on free */
+    struct qr_job *jobs;         /* live HTTP jobs (backend/job.h); orphans freed on free */
 };
 
 /* One model as an engine lists it. */

@@ -26,6 +26,8 @@ struct qr_job {
     bool consumer_failed;
     const struct qr_job_ops *ops; /* an adapter-run job (qr_job_new_custom); NULL for HTTP */
     void *impl;
+    struct qr_job *prev, *next; /* b->jobs, while the HTTP call is live */
+    bool linked;
 };
 
 static char *join_url(const char *base, const char *path)
@@ -42,6 +44,14 @@ static char *join_url(const char *base, const char *path)
 
 static void job_free(struct qr_job *j)
 {
+    if (j->linked) {
+        if (j->prev)
+            j->prev->next = j->next;
+        else
+            j->b->jobs = j->next;
+        if (j->next)
+            j->next->prev = j->prev;
+    }
     if (j->dec)
         qr_upstream_dec_free(j->dec);
     qr_buf_cleanup(&j->body);
@@ -176,11 +186,34 @@ enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
                              "cannot reach backend '%s': %s", qr_backend_id(b), diag.msg);
         goto fail;
     }
+    j->next = b->jobs;
+    if (b->jobs)
+        b->jobs->prev = j;
+    b->jobs = j;
+    j->linked = true;
     *out = j;
     return QR_OK;
 fail:
     job_free(j);
     return e;
+}
+
+void qr_job_free_orphans(struct qr_backend *b)
+{
+    struct qr_job *j = b->jobs;
+    while (j) {
+        struct qr_job *next = j->next;
+        if (j->final_sent || j->consumer_failed) {
+            if (j->call)
+                qr_http_call_cancel(j->call);
+            job_free(j);
+        } else { /* its consumer frees it later: it must not touch b then */
+            j->linked = false;
+            j->prev = j->next = NULL;
+        }
+        j = next;
+    }
+    b->jobs = NULL;
 }
 
 struct qr_job *qr_job_new_custom(const struct qr_job_ops *ops, void *impl)

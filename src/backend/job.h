@@ -62,4 +62,10 @@ enum qr_err qr_fetch_models(struct qr_backend *b, const char *base_url, const ch
 /* Cancel every live fetch of b, calling each callback with QR_ERR_CANCELLED (backend free). */
 void qr_fetch_cancel_all(struct qr_backend *b);
 
+/* Free b's HTTP jobs that no consumer holds any more: a job whose final event (or a consumer
+ * failure) was delivered frees itself when its upstream transfer ends, and at shutdown that end
+ * may not come. Called by qr_backend_free after the adapter closed; jobs still owned by a
+ * consumer are left to it. */
+void qr_job_free_orphans(struct qr_backend *b);
+
 #endif
