@@ -849,6 +849,12 @@ static enum qr_conf_status par_whole(struct qr_conf_ctx *c, const char *tools, s
         st = FAIL("the two parallel calls share the id '%.60s'", k[0].id);
     if (st == QR_CONF_PASS && !strcmp(k[0].name, k[1].name))
         st = FAIL("both parallel calls name '%s'", k[0].name);
+    const char *fin =
+        d ? yyjson_get_str(yyjson_ptr_get(yyjson_doc_get_root(d), "/choices/0/finish_reason"))
+          : NULL;
+    if (st == QR_CONF_PASS && (!fin || strcmp(fin, "tool_calls")))
+        st = FAIL("two tool calls ended with finish_reason %s, not tool_calls",
+                  fin ? fin : "(none)");
     yyjson_doc_free(d);
     qr_conf_resp_cleanup(&r);
     return st;

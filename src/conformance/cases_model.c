@@ -768,11 +768,15 @@ static enum qr_conf_status spec_served(struct qr_conf_ctx *c, const char *what, 
                     what);
     struct route plan;
     route_ask(c, "speculative.draft_model", &plan);
+    if (!plan.ok && strstr(what, "draft"))
+        return FAIL("a model with %s is served with it, but POST /v1/route refuses "
+                    "'speculative.draft_model': negotiation does not count the declared setup",
+                    what);
     snprintf(reason, cap, "%s: served; %s; POST /v1/route requiring 'speculative.draft_model': %s",
              what,
              rows ? "the engine process runs with it (engine_args)"
                   : "the backend shows no engine process",
-             plan.ok ? "planned" : "refused (negotiation does not count the declared setup)");
+             plan.ok ? "planned" : "refused (MTP only, no draft)");
     return QR_CONF_PASS;
 }
 

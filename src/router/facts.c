@@ -303,4 +303,10 @@ void qr_rf_extract(const struct qr_reg_model *m, struct qr_rf_model *out)
     proved(out, yyjson_obj_get(model, "architecture_contract"));
     context(out, model);
     views(out, mf, yyjson_obj_get(root, "artifacts"));
+    /* a draft artifact the backend is started with (llama.cpp --spec-draft-model) makes
+     * speculative decoding with a draft model part of what the manifest declares */
+    for (size_t i = 0; i < mf->n_artifacts; i++) {
+        if (streq(mf->artifacts[i].role, "draft") && !out->model[QR_RF_DRAFT_MODEL].v)
+            put(out->model, QR_RF_DRAFT_MODEL, true, "manifest artifact with role draft");
+    }
 }

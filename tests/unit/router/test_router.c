@@ -170,6 +170,13 @@ static void test_artifact_kinds(void **state)
     for (size_t i = 0; i < p.n_candidates; i++)
         assert_string_not_equal(p.candidates[i].artifact_uri, "models:qwen3-draft.gguf");
     qr_route_plan_cleanup(&p);
+    /* the draft artifact is a model-side claim of speculative.draft_model; without one, none */
+    assert_int_equal(plan(f, "qwen3:30b-a3b", caps("speculative.draft_model", NULL), 0, &p), QR_OK);
+    assert_string_equal(p.backend_id, "lc1");
+    qr_route_plan_cleanup(&p);
+    assert_int_equal(plan(f, "llama3:8b", caps("speculative.draft_model", NULL), 0, &p),
+                     QR_ERR_INVALID);
+    qr_route_plan_cleanup(&p);
     /* by default an openai-compatible backend takes HF repos, also one pinned to vllm */
     f->b[3].serves = 0;
     assert_int_equal(plan(f, "qwen3:30b-a3b", caps("inference.text", NULL), 0, &p), QR_OK);
