@@ -34,6 +34,17 @@ char *qr_conf_model_json(const struct qr_conf_ctx *c)
     return s;
 }
 
+char *qr_conf_words(size_t n)
+{
+    char *text = malloc(n * 5 + 1);
+    if (!text)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        memcpy(text + i * 5, "word ", 5);
+    text[n * 5] = '\0';
+    return text;
+}
+
 /* The reasoning switch: "none" off, "medium" on; nothing when reasoning.control is not claimed. */
 const char *qr_conf_think(const struct qr_conf_ctx *c, bool on)
 {
@@ -671,12 +682,7 @@ static enum qr_conf_status case_context(struct qr_conf_ctx *c, char *reason, siz
     }
     /* one word per token at least in any tokenizer we know, plus a margin */
     size_t words = (size_t) c->context_length + 256;
-    char *text = malloc(words * 5 + 1);
-    if (!text)
-        abort();
-    for (size_t i = 0; i < words; i++)
-        memcpy(text + i * 5, "word ", 5);
-    text[words * 5] = '\0';
+    char *text = qr_conf_words(words);
     struct qr_conf_resp r;
     qr_conf_chat(c, &r, "%s\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
                  qr_conf_think(c, false), text);

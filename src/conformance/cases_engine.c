@@ -389,12 +389,10 @@ enum qr_conf_status qr_conf_case_cancel_decode(struct qr_conf_ctx *c, char *reas
 /* Tokens per "word " as the model's tokenizer counts them (2 when it cannot be asked). */
 static double tokens_per_word(const struct qr_conf_ctx *c)
 {
-    char text[64 * 5 + 1];
-    for (int i = 0; i < 64; i++)
-        memcpy(text + i * 5, "word ", 5);
-    text[64 * 5] = '\0';
+    char *text = qr_conf_words(64);
     struct qr_conf_resp r;
     native_post(c, &r, "/v1/tokenize", "\"content\":\"%s\"", text);
+    free(text);
     yyjson_doc *d = r.status == 200 ? yyjson_read(r.body, r.len, 0) : NULL;
     uint64_t n = yyjson_get_uint(yyjson_obj_get(yyjson_doc_get_root(d), "count"));
     yyjson_doc_free(d);
@@ -408,12 +406,7 @@ static double tokens_per_word(const struct qr_conf_ctx *c)
  * /v1/tokenize with messages): > 0, or 0 when the daemon could not say (r_status set). */
 static uint64_t chat_tokens(const struct qr_conf_ctx *c, size_t words, long *r_status, char **body)
 {
-    char *text = malloc(words * 5 + 1);
-    if (!text)
-        abort();
-    for (size_t i = 0; i < words; i++)
-        memcpy(text + i * 5, "word ", 5);
-    text[words * 5] = '\0';
+    char *text = qr_conf_words(words);
     struct qr_conf_resp r;
     native_post(c, &r, "/v1/tokenize", "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
                 text);
@@ -474,12 +467,7 @@ enum qr_conf_status qr_conf_case_context_at_limit(struct qr_conf_ctx *c, char *r
     if (n > target)
         return FAIL("could not size a prompt under %llu tokens (%llu with %zu words)",
                     (unsigned long long) target, (unsigned long long) n, words);
-    char *text = malloc(words * 5 + 1);
-    if (!text)
-        abort();
-    for (size_t i = 0; i < words; i++)
-        memcpy(text + i * 5, "word ", 5);
-    text[words * 5] = '\0';
+    char *text = qr_conf_words(words);
     struct qr_conf_resp r;
     qr_conf_chat(c, &r, "\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
                  text);
@@ -519,12 +507,7 @@ enum qr_conf_status qr_conf_case_cancel_prefill(struct qr_conf_ctx *c, char *rea
     size_t words = (size_t) ((double) ctx * 0.75 / tokens_per_word(c));
     if (words < 16)
         words = 16;
-    char *text = malloc(words * 5 + 1), *m = qr_conf_model_json(c), *body = NULL;
-    if (!text)
-        abort();
-    for (size_t i = 0; i < words; i++)
-        memcpy(text + i * 5, "word ", 5);
-    text[words * 5] = '\0';
+    char *text = qr_conf_words(words), *m = qr_conf_model_json(c), *body = NULL;
     if (asprintf(&body,
                  "{\"model\":%s,%s\"stream\":true,\"max_tokens\":16,\"messages\":[{\"role\":"
                  "\"user\",\"content\":\"%s\"}]}",

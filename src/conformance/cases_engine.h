@@ -25,6 +25,8 @@ enum qr_conf_status qr_conf_case_crash_restart(struct qr_conf_ctx *c, char *reas
 
 /* The model name as a JSON string literal (malloc'd, owned by the caller). */
 char *qr_conf_model_json(const struct qr_conf_ctx *c);
+/* n copies of "word " (malloc'd, owned by the caller): a prompt of about n tokens. */
+char *qr_conf_words(size_t n);
 /* The reasoning switch members ("reasoning_effort":"none"|"medium",) or "" when the model does
  * not claim reasoning.control. Static. */
 const char *qr_conf_think(const struct qr_conf_ctx *c, bool on);
