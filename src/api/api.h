@@ -177,6 +177,24 @@ void qr_api_openai_models(struct qr_app *app, struct qr_http_req *req);
 void qr_api_send_openai_error(struct qr_http_req *req, int status, const char *code,
                               const char *message);
 
+/* The route tables as data, so a test can walk every route the daemon serves
+ * (tests/integration/test_auth_routes.c): a route added later is walked without editing the
+ * test. Strings are borrowed from static tables. */
+struct qr_api_route_info {
+    const char *path;   /* the exact path, or its prefix when prefix is set */
+    const char *method; /* the one method served; a GET route of the dispatch table also answers
+                           HEAD (Ollama routes do not) */
+    bool open;          /* served without the bearer token (health probes) */
+    bool openai;        /* errors, 401 included, in the OpenAI shape; else the native shape */
+    bool prefix;        /* path is a prefix ("/v1/models/" + id) */
+};
+/* The dispatch table (dispatch.c): entry i into out; false past the end. */
+size_t qr_api_route_count(void);
+bool qr_api_route_at(size_t i, struct qr_api_route_info *out);
+/* The Ollama /api allowlist (ollama_routes.c), native error shape, never open. */
+size_t qr_api_ollama_route_count(void);
+bool qr_api_ollama_route_at(size_t i, struct qr_api_route_info *out);
+
 /* Pure checks, exposed for unit tests. */
 /* Constant-time bearer check of an Authorization header value against token. */
 bool qr_api_auth_ok(const char *authorization, const char *token);

@@ -14,6 +14,7 @@
 #include "api/catalog.h"
 #include "bench/plan.h"
 #include "core/http_server.h"
+#include "core/json_strict.h"
 #include "host/profile.h"
 #include "registry/manifest.h"
 #include "registry/registry.h"
@@ -76,8 +77,14 @@ static void bench_plan_body(struct qr_http_req *req, enum qr_err err, void *arg)
         return;
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = body.len ? yyjson_read(body.ptr, body.len, 0) : NULL;
+    char why[128];
     if (body.len && !in) {
         bad(req, "the body is not valid JSON");
+        return;
+    }
+    if (in && !qr_json_strict_ok(yyjson_doc_get_root(in), why, sizeof why)) {
+        bad(req, why);
+        yyjson_doc_free(in);
         return;
     }
     struct qr_bench_plan_req q;

@@ -50,6 +50,23 @@ static const struct route routes[] = {
     {"/v1/detokenize", "POST", 0, qr_api_detokenize},
 };
 
+size_t qr_api_route_count(void)
+{
+    return QR_ARRAY_LEN(routes);
+}
+
+bool qr_api_route_at(size_t i, struct qr_api_route_info *out)
+{
+    if (i >= QR_ARRAY_LEN(routes))
+        return false;
+    *out = (struct qr_api_route_info){.path = routes[i].path,
+                                      .method = routes[i].method,
+                                      .open = (routes[i].flags & R_PUBLIC) != 0,
+                                      .openai = (routes[i].flags & R_OPENAI) != 0,
+                                      .prefix = (routes[i].flags & R_PREFIX) != 0};
+    return true;
+}
+
 static bool route_matches(const struct route *r, const char *path)
 {
     if (r->flags & R_PREFIX)

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <yyjson.h>
 
+#include "core/json_strict.h"
+
 #define TRY(x)                                                                                     \
     do {                                                                                           \
         enum qr_err try_err_ = (x);                                                                \
@@ -470,6 +472,8 @@ static enum qr_err get_options(struct dec *d, yyjson_val *obj)
                 return bad(d, param, "option \"%s\" must be of type integer", key);
             if (!num_to_i64(v, &x))
                 return bad(d, param, "option \"%s\" is out of range", key);
+            if (x < 1 && opt_table[t].off == offsetof(struct qr_request, context_len))
+                return bad(d, param, "option \"%s\" must be at least 1", key); /* issue 10 */
             if (kind == O_I64) {
                 struct qr_opt_i64 *o = (struct qr_opt_i64 *) (base + opt_table[t].off);
                 o->set = true;
@@ -902,7 +906,10 @@ enum qr_err qr_ollama_decode(enum qr_op op, bool legacy_embeddings, struct qr_sl
     if (!doc)
         return bad(&d, "", "invalid JSON at byte %zu: %s", rerr.pos,
                    rerr.msg ? rerr.msg : "parse error");
-    enum qr_err e = decode_root(&d, op, legacy_embeddings, yyjson_doc_get_root(doc));
+    char why[128];
+    enum qr_err e = qr_json_strict_ok(yyjson_doc_get_root(doc), why, sizeof why)
+                        ? decode_root(&d, op, legacy_embeddings, yyjson_doc_get_root(doc))
+                        : bad(&d, "", "request body refused: %s", why);
     yyjson_doc_free(doc);
     return e;
 }

@@ -17,6 +17,7 @@
 #include "backend/job.h"
 #include "build_info.h"
 #include "core/http_server.h"
+#include "core/json_strict.h"
 #include "registry/registry.h"
 
 #define TAGS_TIMEOUT_MS 5000
@@ -51,6 +52,19 @@ static const struct ollama_route allow[] = {
     {"/api/pull", "POST", true, T_NONE},    {"/api/create", "POST", true, T_NONE},
     {"/api/copy", "POST", true, T_NONE},    {"/api/delete", "DELETE", true, T_NONE},
 };
+
+size_t qr_api_ollama_route_count(void)
+{
+    return QR_ARRAY_LEN(allow);
+}
+
+bool qr_api_ollama_route_at(size_t i, struct qr_api_route_info *out)
+{
+    if (i >= QR_ARRAY_LEN(allow))
+        return false;
+    *out = (struct qr_api_route_info){.path = allow[i].path, .method = allow[i].method};
+    return true;
+}
 
 /* ---- Ollama model-read routes answered from a non-Ollama backend ---- */
 
@@ -436,6 +450,12 @@ static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)
     struct qr_slice body = qr_http_req_body(req);
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
     yyjson_val *root = yyjson_doc_get_root(in);
+    char why[160] = "the request body must be a JSON object";
+    if (!yyjson_is_obj(root) || !qr_json_strict_ok(root, why, sizeof why)) {
+        qr_api_send_error(req, 400, "bad_request", why);
+        yyjson_doc_free(in);
+        return;
+    }
     const char *name = jstr(root, "model", jstr(root, "name", NULL));
     const struct qr_reg_model *m = name ? show_from_registry(app, name) : NULL;
     if (m) {

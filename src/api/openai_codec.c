@@ -35,6 +35,7 @@
 #include <yyjson.h>
 
 #include "core/http_server.h"
+#include "core/json_strict.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Decoding
@@ -1031,6 +1032,86 @@ static enum qr_err dec_extra(struct dec *d, yyjson_val *k, yyjson_val *v, struct
     return rc;
 }
 
+/* ---- references between tools, tool_choice and tool results (issue 10) ---- */
+
+struct call_ref {
+    struct qr_slice id;
+    size_t msg; /* index of the assistant message that made the call */
+};
+
+static int cmp_bytes(struct qr_slice a, struct qr_slice b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
+    return c ? c : (a.len > b.len) - (a.len < b.len);
+}
+
+static int cmp_call_ref(const void *x, const void *y)
+{
+    const struct call_ref *a = x, *b = y;
+    int c = cmp_bytes(a->id, b->id);
+    return c ? c : (a->msg > b->msg) - (a->msg < b->msg);
+}
+
+/* The first (lowest message index) call with this id, or NULL. */
+static const struct call_ref *find_call(const struct call_ref *refs, size_t n, struct qr_slice id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_bytes(refs[mid].id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && !cmp_bytes(refs[lo].id, id) ? &refs[lo] : NULL;
+}
+
+/* A named tool_choice must name a tool in 'tools'; a tool result's tool_call_id must answer a call
+ * of an earlier assistant message. Sorted lookups: linear-logarithmic in the calls. */
+static enum qr_err check_tool_refs(struct dec *d, const struct qr_request *r)
+{
+    if (r->tool_choice.kind == QR_TOOL_CHOICE_FUNCTION) {
+        size_t i = 0;
+        while (i < r->n_tools && cmp_bytes(r->tools[i].name, r->tool_choice.name))
+            i++;
+        if (i == r->n_tools)
+            return bad(d, "tool_choice.function.name",
+                       "'tool_choice' names tool '%.*s', which 'tools' does not define",
+                       (int) (r->tool_choice.name.len > 64 ? 64 : r->tool_choice.name.len),
+                       r->tool_choice.name.ptr);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_messages; i++)
+        n += r->messages[i].role == QR_ROLE_ASSISTANT ? r->messages[i].n_tool_calls : 0;
+    struct call_ref *refs = qr_arena_array(d->a, n ? n : 1, sizeof(*refs));
+    if (!refs)
+        return too_large(d);
+    n = 0;
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const struct qr_message *m = &r->messages[i];
+        for (size_t j = 0; m->role == QR_ROLE_ASSISTANT && j < m->n_tool_calls; j++) {
+            if (m->tool_calls[j].id.len)
+                refs[n++] = (struct call_ref){m->tool_calls[j].id, i};
+        }
+    }
+    qsort(refs, n, sizeof(*refs), cmp_call_ref);
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const struct qr_message *m = &r->messages[i];
+        if (m->role != QR_ROLE_TOOL || !m->tool_call_id.len)
+            continue;
+        const struct call_ref *c = find_call(refs, n, m->tool_call_id);
+        if (!c || c->msg > i) {
+            char param[48];
+            pathf(param, sizeof(param), "messages[%zu].tool_call_id", i);
+            return bad(d, param, "'%s' '%.*s' answers no tool call of an earlier assistant message",
+                       param, (int) (m->tool_call_id.len > 64 ? 64 : m->tool_call_id.len),
+                       m->tool_call_id.ptr);
+        }
+    }
+    return QR_OK;
+}
+
 static enum qr_err dec_root(struct dec *d, yyjson_val *root, struct qr_request *r)
 {
     struct seen s = {0};
@@ -1063,7 +1144,7 @@ static enum qr_err dec_root(struct dec *d, yyjson_val *root, struct qr_request *
         return bad(d, "input", "'input' is required");
     r->max_tokens = s.max_completion_tokens.set ? s.max_completion_tokens : s.max_tokens;
     r->include_usage = r->stream && s.include_usage;
-    return QR_OK;
+    return d->op == QR_OP_CHAT ? check_tool_refs(d, r) : QR_OK;
 }
 
 enum qr_err qr_openai_decode(enum qr_op op, struct qr_slice body,
@@ -1094,8 +1175,11 @@ enum qr_err qr_openai_decode(enum qr_op op, struct qr_slice body,
     }
     enum qr_err rc;
     yyjson_val *root = yyjson_doc_get_root(doc);
+    char why[128];
     if (!yyjson_is_obj(root))
         rc = bad(&d, "", "request body must be a JSON object");
+    else if (!qr_json_strict_ok(root, why, sizeof why))
+        rc = bad(&d, "", "request body refused: %s", why);
     else
         rc = dec_root(&d, root, out);
     yyjson_doc_free(doc);

@@ -18,6 +18,7 @@
 #include "api/catalog.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "core/http_server.h"
+#include "core/json_strict.h"
 #include "host/calibrate.h"
 #include "placement/placement.h"
 #include "store/store.h"
@@ -93,8 +94,14 @@ static void placement_body(struct qr_http_req *req, enum qr_err err, void *arg)
     struct qr_slice body = qr_http_req_body(req);
     struct qr_diag diag = {{0}};
     yyjson_doc *in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
+    char why[128];
     if (!in) {
         qr_api_send_error(req, 400, "invalid_placement_request", "the body is not valid JSON");
+        return;
+    }
+    if (!qr_json_strict_ok(yyjson_doc_get_root(in), why, sizeof why)) {
+        qr_api_send_error(req, 400, "invalid_placement_request", why);
+        yyjson_doc_free(in);
         return;
     }
     struct qr_placement_query q = {0};

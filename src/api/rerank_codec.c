@@ -17,6 +17,8 @@
 
 #include <yyjson.h>
 
+#include "core/json_strict.h"
+
 /* ---- decoding ---- */
 
 struct rdec {
@@ -215,8 +217,11 @@ enum qr_err qr_rerank_decode(struct qr_slice body, const struct qr_decode_limits
                                 rerr.pos);
     }
     yyjson_val *root = yyjson_doc_get_root(doc);
-    enum qr_err rc = yyjson_is_obj(root) ? dec_root(&d, root, out)
-                                         : bad(&d, "", "request body must be a JSON object");
+    char why[128];
+    enum qr_err rc = !yyjson_is_obj(root) ? bad(&d, "", "request body must be a JSON object")
+                     : !qr_json_strict_ok(root, why, sizeof why)
+                         ? bad(&d, "", "request body refused: %s", why)
+                         : dec_root(&d, root, out);
     yyjson_doc_free(doc);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "backend/openai/openai.h"
 #include "capability/descriptor.h"
 #include "core/http_server.h"
+#include "core/json_strict.h"
 #include "core/log.h"
 #include "policy/admission.h"
 #include "router/router.h"
@@ -540,10 +541,11 @@ static void route_body(struct qr_http_req *req, enum qr_err err, void *arg)
     const char *model = NULL, *pname = NULL;
     struct qr_slice names[ROUTE_MAX_CAPS];
     size_t n = 0;
-    if (!in || parse_route(yyjson_doc_get_root(in), &model, &pname, names, &n, &diag)) {
+    char why[128] = "the body is not valid JSON";
+    if (!in || !qr_json_strict_ok(yyjson_doc_get_root(in), why, sizeof why) ||
+        parse_route(yyjson_doc_get_root(in), &model, &pname, names, &n, &diag)) {
         char msg[sizeof(diag.msg) + 40];
-        snprintf(msg, sizeof(msg), "invalid route request: %s",
-                 in ? diag.msg : "the body is not valid JSON");
+        snprintf(msg, sizeof(msg), "invalid route request: %s", why[0] ? why : diag.msg);
         qr_api_send_error(req, 400, "invalid_route_request", msg);
         yyjson_doc_free(in);
         return;

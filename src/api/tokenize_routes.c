@@ -21,6 +21,7 @@
 #include "backend/job.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "core/http_server.h"
+#include "core/json_strict.h"
 #include "router/router.h"
 
 #define TOK_BODY_MAX      (64u * 1024u) /* as every native POST body */
@@ -613,8 +614,14 @@ static void serve(struct qr_http_req *req, enum qr_err err, void *arg, enum tok_
     struct qr_slice body = qr_http_req_body(req);
     t->in = yyjson_read(body.ptr ? body.ptr : "", body.len, 0);
     t->root = yyjson_doc_get_root(t->in);
+    char why[128];
     if (!yyjson_is_obj(t->root)) {
         bad(req, "the body must be a JSON object");
+        tok_free(t);
+        return;
+    }
+    if (!qr_json_strict_ok(t->root, why, sizeof why)) {
+        bad(req, "%s", why);
         tok_free(t);
         return;
     }

@@ -1059,6 +1059,12 @@ void qr_http_req_read_body(struct qr_http_req *req, size_t max, qr_http_body_fn 
         cb(req, req->body_buf.len > max ? QR_ERR_TOO_LARGE : QR_OK, arg);
         return;
     }
+    if (req->body == B_FAILED && !req->started && !req->fr.chunked &&
+        req->fr.content_length > max) {
+        /* refused unread as too large (a route peeked, then passed it on): the same answer */
+        cb(req, QR_ERR_TOO_LARGE, arg);
+        return;
+    }
     if (req->body != B_UNREAD || req->started) {
         cb(req, QR_ERR_INTERNAL, arg);
         return;

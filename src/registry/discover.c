@@ -554,7 +554,25 @@ struct walk {
     const struct qr_discover_opts *o;
     char **rel; /* relative paths found */
     size_t n, skipped;
+    char *root; /* realpath of models_dir (owned; NULL: symlinked files are all refused) */
 };
+
+/* A symlinked GGUF is served only when it resolves to a regular file inside models_dir: a link
+ * that points outside would let anyone who can write into models_dir expose any file. */
+static bool link_inside(struct walk *w, const char *full)
+{
+    char *rp = realpath(full, NULL);
+    size_t n = w->root ? strlen(w->root) : 0;
+    struct stat st;
+    bool ok = rp && n && !strncmp(rp, w->root, n) && rp[n] == '/' && stat(rp, &st) == 0 &&
+              S_ISREG(st.st_mode);
+    if (!ok)
+        qr_registry_problem(w->r, QR_REG_BAD_FILE, full, NULL, NULL,
+                            "'%s': a symlink that resolves outside models_dir '%s'; not served",
+                            full, w->o->models_dir);
+    free(rp);
+    return ok;
+}
 
 static bool is_gguf(const char *name)
 {
@@ -582,7 +600,8 @@ static void walk_dir(struct walk *w, const char *rel, unsigned depth)
             /* too long or vanished: not a model */
         } else if (S_ISDIR(st.st_mode) && depth < QR_REG_MAX_DEPTH) {
             walk_dir(w, sub.ptr, depth + 1); /* symlinked directories are not followed */
-        } else if (is_gguf(de->d_name) && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+        } else if (is_gguf(de->d_name) &&
+                   (S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && link_inside(w, full.ptr)))) {
             if (w->n >= QR_REG_MAX_FILES) {
                 w->skipped++;
             } else {
@@ -700,8 +719,9 @@ enum qr_err qr_registry_discover_gguf(struct qr_registry *r, const struct qr_dis
         return QR_ERR_NOT_FOUND;
     }
     closedir(probe);
-    struct walk w = {r, o, NULL, 0, 0};
+    struct walk w = {r, o, NULL, 0, 0, realpath(o->models_dir, NULL)};
     walk_dir(&w, "", 0);
+    free(w.root);
     if (w.skipped)
         qr_registry_problem(r, QR_REG_BAD_FILE, o->models_dir, NULL, NULL,
                             "'%s': %zu GGUF files past the cap of %u were not read", o->models_dir,

@@ -231,6 +231,18 @@ static void test_negotiation_by_size(void **st)
     assert_non_null(strstr(str_at(d, "/error/message"), "multimodal.audio"));
     yyjson_doc_free(d);
     assert_false(loaded("gemma4-31b-tiny"));
+    /* an image by URL to a size that declares images: planned, but never handed to llama-server,
+     * which would fetch it itself (a client-chosen URL): 422, and no engine starts */
+    static const char IMAGE_URL[] =
+        "{\"model\":\"gemma4-31b-tiny\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"What is this?\"},{\"type\":\"image_url\","
+        "\"image_url\":{\"url\":\"http://127.0.0.1:9/x.png\"}}]}]}";
+    d = call("POST", "/v1/chat/completions", IMAGE_URL, &status);
+    assert_int_equal(status, 422);
+    assert_string_equal(str_at(d, "/error/code"), "capability_unsupported");
+    assert_non_null(strstr(str_at(d, "/error/message"), "given by URL is not fetched"));
+    yyjson_doc_free(d);
+    assert_false(loaded("gemma4-31b-tiny"));
     /* the size that declares audio is planned onto its engine, which has no audio encoder in a
      * tiny fixture and says so (llama.cpp /props): refused there, with the engine's reason */
     snprintf(body, sizeof body, AUDIO, "gemma4-e4b-tiny");

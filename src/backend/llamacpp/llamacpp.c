@@ -1165,9 +1165,31 @@ static enum qr_err submit(struct llamacpp *a, const struct qr_request *req, bool
     return QR_OK;
 }
 
+/* An image or audio part given by URL: llama-server would fetch it itself (its media download),
+ * so a client could make the engine reach any host it can see (SSRF). Only inline data goes to
+ * the engine; NULL when there is no URL part. */
+static const struct qr_part *media_url(const struct qr_request *req)
+{
+    for (size_t i = 0; i < req->n_messages; i++) {
+        const struct qr_message *m = &req->messages[i];
+        for (size_t k = 0; k < m->n_parts; k++)
+            if ((m->parts[k].kind == QR_PART_IMAGE || m->parts[k].kind == QR_PART_AUDIO) &&
+                m->parts[k].is_url)
+                return &m->parts[k];
+    }
+    for (size_t i = 0; i < req->n_images; i++)
+        if (req->images[i].is_url)
+            return &req->images[i];
+    return NULL;
+}
+
 static enum qr_err ll_submit(struct qr_backend *b, const struct qr_request *req, qr_event_fn fn,
                              void *arg, struct qr_job **out, struct qr_api_error *err)
 {
+    if (media_url(req))
+        return qr_api_error_set(err, QR_ERR_INVALID, 422, "capability_unsupported", "messages",
+                                "an image or audio part given by URL is not fetched for the "
+                                "llama.cpp backend: send it inline as a data: URL (base64)");
     return submit((struct llamacpp *) b, req, false, fn, arg, out, err);
 }
 

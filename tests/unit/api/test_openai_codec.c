@@ -454,6 +454,26 @@ static const struct err_case err_cases[] = {
      "invalid_request", "encoding_format"},
     {QR_OP_EMBED, "{\"model\":\"m\",\"input\":\"a\",\"dimensions\":0}", 400, "invalid_request",
      "dimensions"},
+    /* issue 10: references that point nowhere, duplicate keys, NUL characters */
+    {QR_OP_CHAT,
+     CHAT_PRE ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\"}}],"
+              "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}",
+     400, "invalid_request", "tool_choice.function.name"},
+    {QR_OP_CHAT,
+     CHAT_PRE ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get\"}}}", 400,
+     "invalid_request", "tool_choice.function.name"},
+    {QR_OP_CHAT,
+     "{\"model\":\"m\",\"messages\":[" MSG_U
+     ",{\"role\":\"tool\",\"tool_call_id\":\"call_9\",\"content\":\"x\"}]}",
+     400, "invalid_request", "messages[1].tool_call_id"},
+    {QR_OP_CHAT,
+     "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
+     "\"x\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":"
+     "\"function\",\"function\":{\"name\":\"get\",\"arguments\":\"{}\"}}]}]}",
+     400, "invalid_request", "messages[0].tool_call_id"},
+    {QR_OP_CHAT, "{\"model\":\"m\",\"model\":\"n\",\"messages\":[" MSG_U "]}", 400,
+     "invalid_request", ""},
+    {QR_OP_CHAT, "{\"model\":\"m\\u0000n\",\"messages\":[" MSG_U "]}", 400, "invalid_request", ""},
 };
 
 static void test_decode_errors(void **state)

@@ -411,6 +411,43 @@ static void test_resolve_uri(void **state)
     assert_int_equal(qr_registry_resolve_uri(NULL, "models:x", &p, &d), QR_ERR_INVALID);
 }
 
+/* A symlinked GGUF is served only when it resolves inside models_dir (issue 10): a link to a
+ * file outside is a problem and no model; a link to a file inside (here in a hidden directory
+ * the walk itself skips) is a model. */
+static void test_symlink_escape(void **state)
+{
+    (void) state;
+    char saved[sizeof dir], out[64], path[256], target[256];
+    snprintf(saved, sizeof saved, "%s", dir);
+    snprintf(out, sizeof out, "/tmp/qr-disc-out-XXXXXX");
+    assert_non_null(mkdtemp(out));
+    snprintf(dir, sizeof dir, "%s", out);
+    dense("escape.gguf", "tinydense", 4096, 7);
+    snprintf(dir, sizeof dir, "/tmp/qr-disc-in-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/.store", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    dense(".store/inner.gguf", "tinydense", 4096, 8);
+    snprintf(target, sizeof target, "%s/escape.gguf", out);
+    snprintf(path, sizeof path, "%s/escape.gguf", dir);
+    assert_int_equal(symlink(target, path), 0);
+    snprintf(path, sizeof path, "%s/inner-link.gguf", dir);
+    assert_int_equal(symlink(".store/inner.gguf", path), 0);
+
+    struct qr_registry *r = qr_registry_new();
+    struct qr_discover_opts o = {dir, NULL, true};
+    assert_int_equal(qr_registry_discover_gguf(r, &o), QR_OK);
+    assert_null(qr_registry_find(r, "escape"));
+    problem(r, "escape.gguf': a symlink that resolves outside models_dir");
+    assert_non_null(qr_registry_find(r, "inner-link"));
+    qr_registry_free(r);
+
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, out);
+    assert_int_equal(system(cmd), 0);
+    snprintf(dir, sizeof dir, "%s", saved);
+}
+
 static void test_missing_dir(void **state)
 {
     (void) state;
@@ -427,7 +464,7 @@ int main(void)
         cmocka_unit_test(test_dense_from_file), cmocka_unit_test(test_moe_in_subdir),
         cmocka_unit_test(test_identity_joins),  cmocka_unit_test(test_generated_fit_schema),
         cmocka_unit_test(test_cache_used),      cmocka_unit_test(test_resolve_uri),
-        cmocka_unit_test(test_missing_dir),
+        cmocka_unit_test(test_missing_dir),     cmocka_unit_test(test_symlink_escape),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
