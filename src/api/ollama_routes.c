@@ -434,7 +434,7 @@ static enum qr_err show_states(struct qr_app *app, const struct qr_reg_model *m,
         return QR_OK; /* only a backend reported it: its answer stays Ollama's shape exactly */
     if (!q && !(q = yyjson_mut_obj_add_obj(doc, root, "quantum_runtime")))
         return QR_ERR_NOMEM;
-    return qr_api_capability_states_model(app, m->m->id, doc, q);
+    return qr_api_capability_states_model(app, NULL, m->m->id, doc, q);
 }
 
 static void show_body(struct qr_http_req *req, enum qr_err err, void *arg)

@@ -17,6 +17,7 @@
 #include "build_info.h"
 #include "core/http_server.h"
 #include "registry/registry.h"
+#include "router/router.h"
 
 #define MODELS_TIMEOUT_MS 5000
 
@@ -151,6 +152,10 @@ static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, struct qr_app *a
     bool *covered = calloc(count ? count : 1, sizeof(*covered));
     if (!covered)
         abort();
+    /* one route environment for every entry's capability states */
+    struct qr_route_backend rbs[QR_BACKENDS_MAX];
+    struct qr_router_env env;
+    qr_api_route_env(app, rbs, &env);
     for (size_t s = 0; s < ctx->n_sets; s++) {
         const struct models_set *set = &ctx->sets[s];
         for (size_t i = 0; i < set->n; i++) {
@@ -158,7 +163,7 @@ static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, struct qr_app *a
             const struct qr_reg_model *rm = qr_registry_find(reg, set->rows[i].id);
             if (rm) {
                 yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
-                (void) qr_api_capability_states_model(app, rm->m->id, doc, e);
+                (void) qr_api_capability_states_model(app, &env, rm->m->id, doc, e);
                 for (size_t k = 0; k < count; k++)
                     covered[k] |= qr_registry_at(reg, k) == rm;
             }
@@ -177,7 +182,7 @@ static void add_data(yyjson_mut_doc *doc, yyjson_mut_val *root, struct qr_app *a
         yyjson_mut_obj_add_str(doc, e, "owned_by", "quantum-runtime");
         yyjson_mut_obj_add_strcpy(doc, e, "backend", qr_backend_id(b));
         yyjson_mut_obj_add_strcpy(doc, e, "canonical_id", rm->m->id);
-        (void) qr_api_capability_states_model(app, rm->m->id, doc, e);
+        (void) qr_api_capability_states_model(app, &env, rm->m->id, doc, e);
     }
     free(covered);
     yyjson_mut_obj_insert(root, yyjson_mut_str(doc, "object"), yyjson_mut_str(doc, "list"), 0);
@@ -247,7 +252,7 @@ static void send_one(struct qr_app *app, struct qr_http_req *req, const struct m
         if (berr)
             add_backend_error(doc, root, berr);
         /* per key: declared, verified or refuted by a stored conformance run, blocked */
-        if (qr_api_capability_states_model(app, cid ? cid : want, doc, root)) {
+        if (qr_api_capability_states_model(app, NULL, cid ? cid : want, doc, root)) {
             yyjson_mut_doc_free(doc);
             qr_api_send_openai_error(req, 500, "internal_error", "out of memory");
             return;

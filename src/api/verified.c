@@ -457,8 +457,9 @@ static bool add_report(yyjson_mut_doc *doc, yyjson_mut_val *o, const struct vrec
     return ok;
 }
 
-enum qr_err qr_api_capability_states_model(struct qr_app *app, const char *name,
-                                           yyjson_mut_doc *doc, yyjson_mut_val *obj)
+enum qr_err qr_api_capability_states_model(struct qr_app *app, const struct qr_router_env *given,
+                                           const char *name, yyjson_mut_doc *doc,
+                                           yyjson_mut_val *obj)
 {
     const struct qr_reg_model *m =
         name && app->catalog ? qr_registry_find(app->catalog->registry, name) : NULL;
@@ -466,7 +467,10 @@ enum qr_err qr_api_capability_states_model(struct qr_app *app, const char *name,
         return QR_OK;
     struct qr_route_backend rbs[QR_BACKENDS_MAX];
     struct qr_router_env env;
-    qr_api_route_env(app, rbs, &env); /* refreshes the conformance records */
+    if (given)
+        env = *given;
+    else
+        qr_api_route_env(app, rbs, &env); /* refreshes the conformance records */
     const struct qr_backend *b = NULL;
     for (size_t i = 0; i < app->n_backends && !b; i++)
         if (qr_catalog_serves(m, app->backends[i].b))

@@ -17,6 +17,8 @@
 #include "capability/capability.h"
 #include "core/err.h"
 
+struct qr_router_env;
+
 struct qr_app;
 struct qr_route_verified;
 struct qr_route_refuted;
@@ -68,8 +70,11 @@ const struct qr_route_refuted *qr_api_verified_refuted(size_t *n);
  * manifest or the backend's descriptor claims supported, a report decided or a ledger block hits
  * (docs/API.md "Capability states"). Nothing is added when name resolves to no model.
  * QR_ERR_NOMEM only. */
-enum qr_err qr_api_capability_states_model(struct qr_app *app, const char *name,
-                                           struct yyjson_mut_doc *doc, struct yyjson_mut_val *obj);
+/* env: a route environment the caller built with qr_api_route_env (one for a whole listing),
+ * or NULL to build one here. */
+enum qr_err qr_api_capability_states_model(struct qr_app *app, const struct qr_router_env *env,
+                                           const char *name, struct yyjson_mut_doc *doc,
+                                           struct yyjson_mut_val *obj);
 
 /* The same for configured backend i over all its models: "declared" for what its descriptor
  * claims (supported or conditional), "verified"/"refuted" with the model a report was about,

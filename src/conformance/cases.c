@@ -53,20 +53,34 @@ const char *qr_conf_think(const struct qr_conf_ctx *c, bool on)
     return on ? "\"reasoning_effort\":\"medium\"," : "\"reasoning_effort\":\"none\",";
 }
 
-/* POST /v1/chat/completions with {"model":M, <rest>} where rest is the members after model. */
-void qr_conf_chat(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *fmt, ...)
+static void vpost(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path,
+                  const char *fmt, va_list ap)
 {
     char *m = qr_conf_model_json(c), *rest = NULL, *body = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&rest, fmt, ap);
-    va_end(ap);
-    if (n < 0 || asprintf(&body, "{\"model\":%s,%s}", m, rest) < 0)
+    if (vasprintf(&rest, fmt, ap) < 0 || asprintf(&body, "{\"model\":%s,%s}", m, rest) < 0)
         abort();
-    qr_conf_http(c, "POST", "/v1/chat/completions", body, r);
+    qr_conf_http(c, "POST", path, body, r);
     free(body);
     free(rest);
     free(m);
+}
+
+void qr_conf_post(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path,
+                  const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpost(c, r, path, fmt, ap);
+    va_end(ap);
+}
+
+/* POST /v1/chat/completions with {"model":M, <rest>} where rest is the members after model. */
+void qr_conf_chat(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpost(c, r, "/v1/chat/completions", fmt, ap);
+    va_end(ap);
 }
 
 static bool has_tags(const char *s)

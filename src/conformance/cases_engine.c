@@ -25,23 +25,6 @@
 
 /* ---- native helpers: /v1/tokenize, /v1/loaded, /v1/backends ---- */
 
-/* POST path with {"model":M, <rest>}. */
-static void native_post(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path,
-                        const char *fmt, ...)
-{
-    char *m = qr_conf_model_json(c), *rest = NULL, *body = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&rest, fmt, ap);
-    va_end(ap);
-    if (n < 0 || asprintf(&body, "{\"model\":%s,%s}", m, rest) < 0)
-        abort();
-    qr_conf_http(c, "POST", path, body, r);
-    free(body);
-    free(rest);
-    free(m);
-}
-
 /* The daemon has no tokenizer for the model: 404 (no such route) or 501 (not this backend). */
 static bool no_tokenizer(struct qr_conf_resp *r, char *reason, size_t cap)
 {
@@ -97,7 +80,7 @@ static const char ROUNDTRIP[] = "Grüß Gott! Äpfel, Öl, Übermaß, Straße, G
 enum qr_conf_status qr_conf_case_tok_roundtrip(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    native_post(c, &r, "/v1/tokenize", "\"content\":\"%s\"", ROUNDTRIP);
+    qr_conf_post(c, &r, "/v1/tokenize", "\"content\":\"%s\"", ROUNDTRIP);
     if (no_tokenizer(&r, reason, cap)) {
         qr_conf_resp_cleanup(&r);
         return QR_CONF_SKIP;
@@ -117,7 +100,7 @@ enum qr_conf_status qr_conf_case_tok_roundtrip(struct qr_conf_ctx *c, char *reas
     size_t n = yyjson_arr_size(toks);
     qr_conf_resp_cleanup(&r);
     if (st == QR_CONF_PASS) {
-        native_post(c, &r, "/v1/detokenize", "\"tokens\":%s", ids);
+        qr_conf_post(c, &r, "/v1/detokenize", "\"tokens\":%s", ids);
         yyjson_doc *dd = r.status == 200 ? yyjson_read(r.body, r.len, 0) : NULL;
         yyjson_val *content = yyjson_obj_get(yyjson_doc_get_root(dd), "content");
         if (r.status != 200)
@@ -145,9 +128,9 @@ enum qr_conf_status qr_conf_case_tok_roundtrip(struct qr_conf_ctx *c, char *reas
 enum qr_conf_status qr_conf_case_tok_bos(struct qr_conf_ctx *c, char *reason, size_t cap)
 {
     struct qr_conf_resp r;
-    native_post(c, &r, "/v1/tokenize",
-                "\"messages\":[{\"role\":\"system\",\"content\":\"" SYSTEM_MARK "\"},{\"role\":"
-                "\"user\",\"content\":\"Hallo!\"}]");
+    qr_conf_post(c, &r, "/v1/tokenize",
+                 "\"messages\":[{\"role\":\"system\",\"content\":\"" SYSTEM_MARK "\"},{\"role\":"
+                 "\"user\",\"content\":\"Hallo!\"}]");
     if (no_tokenizer(&r, reason, cap)) {
         qr_conf_resp_cleanup(&r);
         return QR_CONF_SKIP;
@@ -391,7 +374,7 @@ static double tokens_per_word(const struct qr_conf_ctx *c)
 {
     char *text = qr_conf_words(64);
     struct qr_conf_resp r;
-    native_post(c, &r, "/v1/tokenize", "\"content\":\"%s\"", text);
+    qr_conf_post(c, &r, "/v1/tokenize", "\"content\":\"%s\"", text);
     free(text);
     yyjson_doc *d = r.status == 200 ? yyjson_read(r.body, r.len, 0) : NULL;
     uint64_t n = yyjson_get_uint(yyjson_obj_get(yyjson_doc_get_root(d), "count"));
@@ -408,8 +391,8 @@ static uint64_t chat_tokens(const struct qr_conf_ctx *c, size_t words, long *r_s
 {
     char *text = qr_conf_words(words);
     struct qr_conf_resp r;
-    native_post(c, &r, "/v1/tokenize", "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
-                text);
+    qr_conf_post(c, &r, "/v1/tokenize", "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]",
+                 text);
     free(text);
     *r_status = r.status;
     yyjson_doc *d = r.status == 200 ? yyjson_read(r.body, r.len, 0) : NULL;

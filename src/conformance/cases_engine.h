@@ -30,6 +30,9 @@ char *qr_conf_words(size_t n);
 /* The reasoning switch members ("reasoning_effort":"none"|"medium",) or "" when the model does
  * not claim reasoning.control. Static. */
 const char *qr_conf_think(const struct qr_conf_ctx *c, bool on);
+/* POST path with {"model":M, <rest>}: fmt makes the members after model. */
+void qr_conf_post(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* POST /v1/chat/completions with {"model":M, <rest>}: fmt makes the members after model. */
 void qr_conf_chat(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -501,25 +501,6 @@ static enum qr_conf_status want_refused(const struct qr_conf_ctx *c, const char 
     return QR_CONF_PASS;
 }
 
-/* The serving backend's descriptor object from GET /v1/backends (in *doc; NULL when absent). */
-static yyjson_val *backend_of(const struct qr_conf_ctx *c, yyjson_doc **doc)
-{
-    long st = 0;
-    *doc = call(c, "GET", "/v1/backends", NULL, &st);
-    yyjson_val *arr = yyjson_obj_get(yyjson_doc_get_root(*doc), "backends");
-    size_t i, max;
-    yyjson_val *b;
-    yyjson_arr_foreach(arr, i, max, b)
-    {
-        bool mine = c->backend[0] ? (yyjson_equals_str(yyjson_obj_get(b, "id"), c->backend) ||
-                                     yyjson_equals_str(yyjson_obj_get(b, "kind"), c->backend))
-                                  : yyjson_arr_size(arr) == 1;
-        if (mine)
-            return b;
-    }
-    return NULL;
-}
-
 /* ---- expert routing configuration ---- */
 
 enum qr_conf_status qr_conf_case_experts_config(struct qr_conf_ctx *c, char *reason, size_t cap)
@@ -549,7 +530,7 @@ enum qr_conf_status qr_conf_case_experts_config(struct qr_conf_ctx *c, char *rea
     /* expert offload: a dense model has no experts to place; an MoE model only where the
      * backend does not declare it unsupported */
     yyjson_doc *bd = NULL;
-    yyjson_val *b = backend_of(c, &bd);
+    yyjson_val *b = qr_conf_backend_of(c, &bd);
     const char *state = sget(b, "/capabilities/moe.expert_offload");
     bool must_refuse = k == K_DENSE || (state && !strcmp(state, "unsupported"));
     char offload[96];
@@ -630,7 +611,7 @@ enum qr_conf_status qr_conf_case_quantization(struct qr_conf_ctx *c, char *reaso
     struct view v;
     view_load(c, &v);
     yyjson_doc *bd = NULL;
-    yyjson_val *b = backend_of(c, &bd);
+    yyjson_val *b = qr_conf_backend_of(c, &bd);
     yyjson_val *formats = yyjson_ptr_get(b, "/capabilities/quantization_formats");
     char be[64], fbuf[64] = "", quant[64] = "", unsup[96] = "";
     snprintf(be, sizeof be, "%s", sget(b, "/id") ? sget(b, "/id") : c->backend);

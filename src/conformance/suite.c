@@ -198,12 +198,11 @@ static yyjson_doc *get_json(const struct qr_conf_ctx *c, const char *method, con
     return d;
 }
 
-/* The serving backend's "supported" keys and its engine version. */
-static void probe_backend(struct qr_conf_ctx *c)
+yyjson_val *qr_conf_backend_of(const struct qr_conf_ctx *c, yyjson_doc **doc)
 {
     long st;
-    yyjson_doc *d = get_json(c, "GET", "/v1/backends", NULL, &st);
-    yyjson_val *arr = yyjson_obj_get(yyjson_doc_get_root(d), "backends");
+    *doc = get_json(c, "GET", "/v1/backends", NULL, &st);
+    yyjson_val *arr = yyjson_obj_get(yyjson_doc_get_root(*doc), "backends");
     size_t i, max;
     yyjson_val *b;
     yyjson_arr_foreach(arr, i, max, b)
@@ -212,13 +211,22 @@ static void probe_backend(struct qr_conf_ctx *c)
         bool mine = c->backend[0] ? (yyjson_equals_str(yyjson_obj_get(b, "id"), c->backend) ||
                                      yyjson_equals_str(yyjson_obj_get(b, "kind"), c->backend))
                                   : yyjson_arr_size(arr) == 1;
-        if (!mine)
-            continue;
+        if (mine)
+            return b;
+    }
+    return NULL;
+}
+
+/* The serving backend's "supported" keys and its engine version. */
+static void probe_backend(struct qr_conf_ctx *c)
+{
+    yyjson_doc *d = NULL;
+    yyjson_val *b = qr_conf_backend_of(c, &d);
+    if (b) {
         claim_from(c, yyjson_obj_get(b, "capabilities"));
         const char *v = yyjson_get_str(yyjson_obj_get(yyjson_obj_get(b, "engine"), "version"));
         if (v && !c->engine_version)
             c->engine_version = strdup(v);
-        break;
     }
     yyjson_doc_free(d);
 }

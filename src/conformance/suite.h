@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <yyjson.h>
+
 #include "core/err.h"
 
 #define QR_CONF_REPORT_SCHEMA "quantum.runtime/conformance-report/v1alpha1"
@@ -82,6 +84,10 @@ bool qr_conf_utf8_valid(const char *s, size_t len);
  * answer. Either way err (caller storage of err_cap bytes) says why. */
 enum qr_err qr_conf_probe(struct qr_conf_ctx *c, char *err, size_t err_cap);
 void qr_conf_ctx_cleanup(struct qr_conf_ctx *c);
+
+/* The serving backend's object in GET /v1/backends (by the id or kind /v1/models named; without
+ * one, the only backend), or NULL. *doc holds the answer (NULL unless 200; free it). */
+yyjson_val *qr_conf_backend_of(const struct qr_conf_ctx *c, yyjson_doc **doc);
 
 /* Is id one of the comma-separated ids in list (NULL: none)? */
 bool qr_conf_id_listed(const char *list, const char *id);
