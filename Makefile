@@ -5,18 +5,20 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_JOBS ?= $(JOBS)
 CMAKE ?= cmake
 
-.PHONY: all build release debug asan fuzz setup run test test-release test-asan \
-        format format-check bench fuzz-run clean help demo-models
+.PHONY: all build release debug asan fuzz setup run test test-release test-asan test-tsan \
+        format format-check bench fuzz-run fuzz-smoke clean help demo-models
 
 all: release
 
 help:
 	@echo "make            build the release binary (build/release/quantum-runtime)"
 	@echo "make run        set up what is missing, build, generate the demo models, serve them with llama.cpp on 127.0.0.1:11450"
-	@echo "make test       set up what is missing, build, run every test (release + ASan/UBSan)"
+	@echo "make test       set up what is missing, build, run every test (release, ASan/UBSan, TSan, fuzz smoke)"
+	@echo "make test-tsan  ThreadSanitizer on the threaded code (build/tsan; part of make test)"
 	@echo "make debug|asan|fuzz   other build presets (build/<preset>)"
 	@echo "make bench      proxy-path latency benchmark (bench/README.md)"
 	@echo "make fuzz-run   run every fuzz target for FUZZ_SECONDS (default 60) each"
+	@echo "make fuzz-smoke the short run in make test: every fuzz target for FUZZ_SMOKE_SECONDS (default 5)"
 	@echo "make format     clang-format the tree; make format-check verifies it"
 
 build: release
@@ -51,7 +53,9 @@ test: setup
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory test-release
 	@$(MAKE) --no-print-directory test-asan
-	@echo "make test: all suites passed (release and ASan+UBSan)"
+	@$(MAKE) --no-print-directory test-tsan
+	@$(MAKE) --no-print-directory fuzz-smoke
+	@echo "make test: all suites passed (release, ASan+UBSan, TSan, fuzz smoke run)"
 
 test-release: release
 	cd build/release && ctest --output-on-failure -j $(CTEST_JOBS)
@@ -59,6 +63,18 @@ test-release: release
 test-asan: asan
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(CTEST_JOBS)
+
+# ThreadSanitizer (build/tsan) on what runs more than one thread: the calibration bandwidth
+# workers, libcurl's threaded resolver (the curl client tests, the daemon with http_client=curl
+# and an upstream host name), the native client's tests. Only those targets are built.
+TSAN_TARGETS = unit_host_test_calibrate unit_core_test_http_client unit_core_test_http_native \
+               integration_test_curl_resolver
+TSAN_TESTS = ^(unit_host_test_calibrate|unit_core_test_http_client|unit_core_test_http_native|integration_test_curl_resolver)$$
+test-tsan:
+	@$(CMAKE) --preset tsan >/dev/null
+	@$(CMAKE) --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
+	cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(CTEST_JOBS) \
+	  -R '$(TSAN_TESTS)'
 
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 
@@ -78,13 +94,16 @@ bench: setup release
 	build/release/bench/gguf_bench --json build/bench/gguf.json --peer scripts/engine-exec build/release/bench/ggml_peer
 	build/release/bench/router_bench --json build/bench/router.json
 	bench/run-llama-bench
+	bench/run-load-bench
 
 FUZZ_SECONDS ?= 60
 fuzz-run: fuzz
-	@for f in build/fuzz/tests/fuzz_*; do \
-	  n=$$(basename $$f); echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$n build/fuzz/corpus-$$n 2>&1 | tail -2 || exit 1; \
-	done
+	@scripts/run-fuzz build/fuzz $(FUZZ_SECONDS)
+
+# The CI short run (in `make test`): new inputs go to build/fuzz/fuzz-out/, never into the repo.
+FUZZ_SMOKE_SECONDS ?= 5
+fuzz-smoke: fuzz
+	@scripts/run-fuzz build/fuzz $(FUZZ_SMOKE_SECONDS)
 
 clean:
 	rm -rf build

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -46,6 +47,28 @@ static void apply_logging(const struct qr_config *cfg)
             lv = (enum qr_log_level) i;
     }
     qr_log_setup(lv, strcmp(cfg->log_format, "text") ? QR_LOG_JSON : QR_LOG_TEXT);
+}
+
+/* Every proxied request holds two descriptors (client and upstream), and the server accepts up
+ * to twice max_connections before it stops answering 503: raise the soft RLIMIT_NOFILE toward the
+ * hard limit so that max_connections can really be served. Many systems start services with a
+ * soft limit of 1024, and then 1,000 concurrent streams fail with 502 (EMFILE on the upstream
+ * connect) and paused accepts (bench/run-load-bench, docs/PERFORMANCE.md "Load"). */
+static void raise_nofile(uint64_t max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    rlim_t want = (rlim_t) max_connections * 4 + 256;
+    if (rl.rlim_cur >= want)
+        return;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (rl.rlim_cur > old && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rl.rlim_cur = old;
+    if (rl.rlim_cur < want)
+        QR_LOG(QR_LOG_WARN, "open-file limit below what max_connections needs",
+               QR_LF_N("limit", rl.rlim_cur), QR_LF_N("wanted", want));
 }
 
 static void shutdown_tick(evutil_socket_t fd, short what, void *arg)
@@ -180,6 +203,7 @@ enum qr_err qr_app_init(struct qr_app *app, struct event_base *base, struct qr_c
     app->cfg = cfg;
     apply_logging(cfg);
     signal(SIGPIPE, SIG_IGN);
+    raise_nofile(cfg->max_connections);
 
     struct qr_http_server_opts opts = {
         .host = cfg->listen_host,

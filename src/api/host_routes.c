@@ -166,8 +166,15 @@ static void finish(struct calib_job *j)
             qr_api_send_json(req, 200, doc);
         } else {
             char full[512];
-            snprintf(full, sizeof full, "calibration failed: %s",
-                     msg[0] ? msg : "no output from the calibration process");
+            if (WIFSIGNALED(j->status)) /* e.g. the OOM killer: its last line is no reason */
+                snprintf(full, sizeof full,
+                         "calibration failed: the calibration process was killed by signal %d "
+                         "(%s)%s%.300s",
+                         WTERMSIG(j->status), strsignal(WTERMSIG(j->status)),
+                         msg[0] ? "; its last output: " : "", msg);
+            else
+                snprintf(full, sizeof full, "calibration failed: %s",
+                         msg[0] ? msg : "no output from the calibration process");
             qr_api_send_error(req, 500, "calibration_failed", full);
         }
         yyjson_mut_doc_free(doc);
@@ -185,6 +192,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         pid_t r = waitpid(j->pid, &st, WNOHANG);
         if (r == j->pid || (r < 0 && errno == ECHILD)) {
             j->status = r == j->pid ? st : 0;
+            /* a child killed while writing the default model (OOM killer, file-size limit)
+             * leaves its temporary file (host/calib_model.c): up to 256 MiB, on a disk that may
+             * be full */
+            char tmp[PATH_MAX];
+            if (r == j->pid && WIFSIGNALED(st) && j->app->cfg->state_dir &&
+                snprintf(tmp, sizeof tmp, "%s/calibration.gguf.tmp-%d", j->app->cfg->state_dir,
+                         (int) r) < (int) sizeof tmp)
+                unlink(tmp);
             j->pid = -1;
         }
     }

@@ -59,6 +59,7 @@ struct infer {
     int64_t slot_id;         /* META: the engine's slot/task, -1 unknown */
     bool started;            /* HTTP response head sent */
     bool paused;
+    bool admitted; /* counted in backend's admission (qr_backend_admit), released on free */
 };
 
 static int64_t now_ns(void)
@@ -70,6 +71,8 @@ static int64_t now_ns(void)
 
 static void infer_free(struct infer *in)
 {
+    if (in->admitted)
+        qr_backend_release(in->backend);
     if (in->prev)
         in->prev->next = in->next;
     else
@@ -754,6 +757,19 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
                          "no backend can run this request");
         goto fail;
     }
+    enum qr_admit adm = qr_backend_admit(b);
+    if (adm != QR_ADMIT_OK) {
+        /* full: answered at once, the engine is not contacted */
+        char msg[300];
+        qr_backend_admit_message(b, adm, msg, sizeof(msg));
+        qr_api_error_set(&e, QR_ERR_BUSY, 503, "queue_full", "", "%s", msg);
+        qr_http_resp_header(req, "Retry-After", "1");
+        QR_LOG(QR_LOG_INFO, "inference refused: queue full",
+               QR_LF_S("request_id", qr_http_req_id(req)), QR_LF_S("backend", qr_backend_id(b)),
+               QR_LF_N("depth", b->admitted));
+        goto fail;
+    }
+    in->admitted = true;
     qr_http_resp_set_drain_cb(req, on_drain, in);
     if (qr_backend_submit(b, &in->ereq, on_event, in, &in->job, &e))
         goto fail;

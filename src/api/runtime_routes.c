@@ -288,7 +288,14 @@ void qr_api_backends(struct qr_app *app, struct qr_http_req *req)
         if (b->vt == &qr_backend_openai || b->vt == &qr_backend_ollama)
             add_external_engine(app, i, doc, bo);
         add_parallelism(doc, bo, b->env.spec);
+        /* admission (backend.h): requests running or waiting at the engine, and the bound */
+        yyjson_mut_val *q = yyjson_mut_obj_add_obj(doc, bo, "queue");
+        yyjson_mut_obj_add_uint(doc, q, "depth", b->admitted);
+        yyjson_mut_obj_add_uint(doc, q, "max", qr_backend_max_queue(b));
     }
+    yyjson_mut_val *all = yyjson_mut_obj_add_obj(doc, root, "requests");
+    yyjson_mut_obj_add_uint(doc, all, "admitted", qr_backend_admitted_total());
+    yyjson_mut_obj_add_uint(doc, all, "max", app->cfg->max_requests);
     send_doc(req, doc);
 }
 

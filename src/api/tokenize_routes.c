@@ -497,7 +497,7 @@ static void on_engine(enum qr_err err, int status, struct qr_slice body, const s
     static const char *const WHAT[] = {"",          "/apply-template", "/tokenize",  "/props",
                                        "/tokenize", "/v1/models",      "/detokenize"};
     if (err) {
-        tok_fail(t, err == QR_ERR_UPSTREAM_TIMEOUT ? 504 : 502, "engine_error",
+        tok_fail(t, qr_err_is_upstream_timeout(err) ? 504 : 502, "engine_error",
                  "the engine of model '%s' did not answer %s: %s", t->id, WHAT[t->step],
                  diag && diag->msg[0] ? diag->msg : qr_err_str(err));
         return;

@@ -93,6 +93,8 @@ enum qr_err qr_verified_report_parse(const char *json, size_t len, struct qr_ver
             !qr_cap_set_has(out->refuted, (enum qr_cap_key) k))
             qr_cap_set_add(&out->verified, (enum qr_cap_key) k);
 done:
+    if (err) /* a report that does not read says nothing, not the cases before the bad one */
+        memset(out, 0, sizeof(*out));
     yyjson_doc_free(doc);
     return err;
 }

@@ -47,7 +47,8 @@ struct qr_verified_report {
 /* Read a quantum.runtime/conformance-report/v1alpha1 document's cases[] {id, verifies[], status,
  * reason}. A name in verifies that is no capability key is skipped (a newer suite); a skipped case
  * counts for nothing. QR_ERR_INVALID with diag when json is not such a report (no cases array, a
- * case without id or status, more than QR_VERIFIED_MAX_CASES cases). out is caller storage. */
+ * case without id or status, more than QR_VERIFIED_MAX_CASES cases), out then all empty. out is
+ * caller storage. */
 enum qr_err qr_verified_report_parse(const char *json, size_t len, struct qr_verified_report *out,
                                      struct qr_diag *diag);
 

@@ -3,6 +3,7 @@
  * instead of a hard-coded "unknown". */
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 
@@ -127,4 +128,59 @@ enum qr_err qr_backend_probe(struct qr_backend *b, uint32_t timeout_ms, qr_backe
     if (err)
         free(ctx);
     return err;
+}
+
+/* ---- admission ---- */
+
+static uint32_t admitted_total; /* over every backend instance; the loop is single-threaded */
+
+uint32_t qr_backend_max_queue(const struct qr_backend *b)
+{
+    if (b->env.spec && b->env.spec->max_queue)
+        return (uint32_t) b->env.spec->max_queue;
+    return b->env.config && b->env.config->max_queue ? (uint32_t) b->env.config->max_queue : 512;
+}
+
+static uint32_t max_requests(const struct qr_backend *b)
+{
+    return b->env.config && b->env.config->max_requests ? (uint32_t) b->env.config->max_requests
+                                                        : 2048;
+}
+
+enum qr_admit qr_backend_admit(struct qr_backend *b)
+{
+    if (b->admitted >= qr_backend_max_queue(b))
+        return QR_ADMIT_BACKEND_FULL;
+    if (admitted_total >= max_requests(b))
+        return QR_ADMIT_RUNTIME_FULL;
+    b->admitted++;
+    admitted_total++;
+    return QR_ADMIT_OK;
+}
+
+void qr_backend_release(struct qr_backend *b)
+{
+    if (NEVER(!b->admitted || !admitted_total))
+        return;
+    b->admitted--;
+    admitted_total--;
+}
+
+uint32_t qr_backend_admitted_total(void)
+{
+    return admitted_total;
+}
+
+void qr_backend_admit_message(const struct qr_backend *b, enum qr_admit a, char *out, size_t cap)
+{
+    if (a == QR_ADMIT_RUNTIME_FULL)
+        snprintf(out, cap,
+                 "server busy, please try again: the runtime has %u inference requests in "
+                 "progress (max_requests)",
+                 (unsigned) admitted_total);
+    else
+        snprintf(out, cap,
+                 "server busy, please try again: backend '%s' has %u inference requests queued "
+                 "(max_queue)",
+                 qr_backend_id(b), (unsigned) b->admitted);
 }

@@ -57,6 +57,7 @@ struct qr_backend {
     int64_t state_since_ms;      /* wall clock of the last state change */
     struct qr_fetch *fetches;    /* live qr_fetch calls (backend/job.h), cancelled on free */
     struct qr_job *jobs;         /* live HTTP jobs (backend/job.h); orphans freed on free */
+    uint32_t admitted;           /* inference requests admitted and not yet ended (admission) */
 };
 
 /* One model as an engine lists it. */
@@ -160,6 +161,30 @@ static inline enum qr_err qr_backend_submit(struct qr_backend *b, const struct q
 {
     return b->vt->submit(b, req, fn, arg, out, err);
 }
+
+/* ---- admission (docs/RELIABILITY.md "Back-pressure and the request queue") ----
+ * Every inference request is admitted to the backend it runs on before the engine is contacted,
+ * and released exactly once when it ends for any reason (done, error, client gone, cancelled,
+ * shutdown). Single-threaded: called from the event loop only. */
+
+/* The most inference requests b admits at once: its entry's max_queue, else the live global
+ * max_queue (reloadable). */
+uint32_t qr_backend_max_queue(const struct qr_backend *b);
+
+enum qr_admit {
+    QR_ADMIT_OK = 0,       /* counted: pair with one qr_backend_release */
+    QR_ADMIT_BACKEND_FULL, /* b has max_queue requests admitted */
+    QR_ADMIT_RUNTIME_FULL, /* all backends together have max_requests admitted */
+};
+
+/* Admit one inference request to b, or say which bound is reached (nothing counted then). */
+enum qr_admit qr_backend_admit(struct qr_backend *b);
+/* The request admitted by qr_backend_admit ended. */
+void qr_backend_release(struct qr_backend *b);
+/* Inference requests admitted across all backends of this process. */
+uint32_t qr_backend_admitted_total(void);
+/* The refusal's text for a client: "server busy, please try again: ..." naming the bound. */
+void qr_backend_admit_message(const struct qr_backend *b, enum qr_admit a, char *out, size_t cap);
 
 /* Stop a job: no event is delivered afterwards; the job is freed. */
 void qr_job_cancel(struct qr_job *job);

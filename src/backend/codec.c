@@ -900,13 +900,14 @@ enum qr_err qr_upstream_dec_finish(struct qr_upstream_dec *dec, enum qr_err tran
         if (streaming && dec->finish_seen) /* only a trailing usage chunk or [DONE] was lost */
             return qr_dec_done(dec);
         char msg[160];
-        bool timeout = transport == QR_ERR_UPSTREAM_TIMEOUT;
+        bool timeout = qr_err_is_upstream_timeout(transport);
         snprintf(msg, sizeof(msg), "%s (%s)",
                  timeout ? "upstream timed out before finishing"
                          : "upstream connection failed before finishing",
                  qr_err_str(transport));
+        /* each timeout phase keeps its own code (qr_err_str), in-stream as before the answer */
         return qr_dec_fail(dec, timeout ? 504 : 502,
-                           timeout ? "upstream_timeout" : "upstream_error", !dec->output_seen,
+                           timeout ? qr_err_str(transport) : "upstream_error", !dec->output_seen,
                            qr_slice_str(msg));
     }
     if (dec->mode == QR_DEC_WHOLE)

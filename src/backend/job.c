@@ -30,6 +30,13 @@ struct qr_job {
     bool linked;
 };
 
+/* upstream_connect_timeout for model calls; a configuration built without defaults (0) gets the
+ * documented default. The key's maximum (24 h) fits 32 bits. */
+static uint32_t connect_timeout_ms(const struct qr_config *cfg)
+{
+    return cfg->upstream_connect_timeout_ms ? (uint32_t) cfg->upstream_connect_timeout_ms : 10000;
+}
+
 static char *join_url(const char *base, const char *path)
 {
     size_t blen = strlen(base);
@@ -109,12 +116,18 @@ static void fail_early(struct qr_job *j, enum qr_err err, const struct qr_diag *
         return;
     memset(&ev, 0, sizeof(ev));
     ev.type = QR_EV_ERROR;
-    bool timeout = err == QR_ERR_UPSTREAM_TIMEOUT;
+    bool timeout = qr_err_is_upstream_timeout(err);
     ev.status = timeout ? 504 : 502;
-    ev.code = qr_slice_str(timeout ? "upstream_timeout" : "upstream_error");
+    /* each timeout phase has its own code: upstream_connect_timeout, upstream_first_token_timeout,
+     * upstream_idle_timeout, upstream_timeout (qr_err_str) */
+    ev.code = qr_slice_str(timeout ? qr_err_str(err) : "upstream_error");
     char msg[700];
-    snprintf(msg, sizeof(msg), "backend '%s' failed: %s", qr_backend_id(j->b),
-             diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+    if (timeout) /* the code in the text too: Ollama's error shape has no code field */
+        snprintf(msg, sizeof(msg), "backend '%s' failed (%s): %s", qr_backend_id(j->b),
+                 qr_err_str(err), diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+    else
+        snprintf(msg, sizeof(msg), "backend '%s' failed: %s", qr_backend_id(j->b),
+                 diag && diag->msg[0] ? diag->msg : qr_err_str(err));
     ev.message = qr_slice_str(msg);
     ev.retryable = true;
     relay(j, &ev);
@@ -173,8 +186,11 @@ enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
         .headers = j->hdrs,
         .n_headers = j->n_hdrs,
         .body = {j->body.ptr ? j->body.ptr : "", j->body.len},
-        .connect_timeout_ms = 10000,
+        .connect_timeout_ms = connect_timeout_ms(b->env.config),
         .timeout_ms = b->env.config->upstream_timeout_ms,
+        /* a non-streamed answer's first byte comes when it is complete: only the total bounds it */
+        .first_byte_timeout_ms = req->stream ? b->env.config->upstream_first_token_timeout_ms : 0,
+        .idle_timeout_ms = req->stream ? b->env.config->upstream_idle_timeout_ms : 0,
         .on_response = on_response,
         .on_data = on_data,
         .on_done = on_done,

@@ -53,8 +53,9 @@ const char *qr_conf_think(const struct qr_conf_ctx *c, bool on)
     return on ? "\"reasoning_effort\":\"medium\"," : "\"reasoning_effort\":\"none\",";
 }
 
-static void vpost(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path,
-                  const char *fmt, va_list ap)
+static void __attribute__((format(printf, 4, 0)))
+vpost(const struct qr_conf_ctx *c, struct qr_conf_resp *r, const char *path, const char *fmt,
+      va_list ap)
 {
     char *m = qr_conf_model_json(c), *rest = NULL, *body = NULL;
     if (vasprintf(&rest, fmt, ap) < 0 || asprintf(&body, "{\"model\":%s,%s}", m, rest) < 0)

@@ -32,6 +32,9 @@ enum qr_config_key {
     QR_CFG_OPENAI_DIALECT,
     QR_CFG_HTTP_CLIENT,
     QR_CFG_UPSTREAM_TIMEOUT,
+    QR_CFG_UPSTREAM_CONNECT_TIMEOUT,
+    QR_CFG_UPSTREAM_FIRST_TOKEN_TIMEOUT,
+    QR_CFG_UPSTREAM_IDLE_TIMEOUT,
     QR_CFG_MAX_REQUEST_BYTES,
     QR_CFG_ALLOW_MODEL_MUTATION,
     QR_CFG_AUTH_TOKEN,
@@ -53,6 +56,8 @@ enum qr_config_key {
     QR_CFG_LOG_FORMAT,
     QR_CFG_LOG_LEVEL,
     QR_CFG_MAX_CONNECTIONS,
+    QR_CFG_MAX_QUEUE,
+    QR_CFG_MAX_REQUESTS,
     QR_CFG_MAX_HEADER_BYTES,
     QR_CFG_HEADER_TIMEOUT,
     QR_CFG_READ_TIMEOUT,
@@ -94,7 +99,8 @@ struct qr_backend_spec {
     char *api_key;         /* secret: its value at load ("" none); never printed */
     struct qr_backend_parallelism parallelism;
     struct qr_backend_parsers parsers; /* openai only */
-    bool listed; /* false: the single backend built from `backend` (no `backends` list) */
+    uint64_t max_queue; /* this backend's admission bound; 0 = the global max_queue */
+    bool listed;        /* false: the single backend built from `backend` (no `backends` list) */
 };
 
 struct qr_config {
@@ -113,6 +119,9 @@ struct qr_config {
     char *openai_dialect; /* "auto" | "vllm" | "mlx-lm" | "llama-server" | "generic" */
     char *http_client;    /* "native" | "curl" */
     uint64_t upstream_timeout_ms;
+    uint64_t upstream_connect_timeout_ms;     /* connect to an engine (model calls) */
+    uint64_t upstream_first_token_timeout_ms; /* request sent -> first body byte (streamed) */
+    uint64_t upstream_idle_timeout_ms;        /* gap between two chunks of a streamed answer */
     uint64_t max_request_bytes;
     bool allow_model_mutation;
     char *auth_token; /* secret: never logged or printed */
@@ -135,6 +144,8 @@ struct qr_config {
     char *log_format;              /* "json" | "text" */
     char *log_level;               /* "debug" | "info" | "warn" | "error" */
     uint64_t max_connections;
+    uint64_t max_queue;    /* inference requests one backend admits at once (503 above) */
+    uint64_t max_requests; /* inference requests admitted across all backends */
     uint64_t max_header_bytes;
     uint64_t header_timeout_ms;
     uint64_t read_timeout_ms;

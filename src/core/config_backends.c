@@ -225,10 +225,16 @@ static enum qr_err parse_entry(struct qr_backend_spec *s, yyjson_val *e, const c
             err = parse_parallelism(s, m, who, diag);
         else if (!strcmp(name, "parsers"))
             err = parse_parsers(s, m, who, diag);
-        else
+        else if (!strcmp(name, "max_queue")) {
+            if (!yyjson_is_uint(m) || yyjson_get_uint(m) < 1 || yyjson_get_uint(m) > 65535)
+                err = qr_diag_set(diag, QR_ERR_CONFIG,
+                                  "%s.max_queue must be a whole number from 1 to 65535", who);
+            else
+                s->max_queue = yyjson_get_uint(m);
+        } else
             err = qr_diag_set(diag, QR_ERR_CONFIG,
                               "%s: unknown member '%s' (id, kind, url, urls, dialect, "
-                              "reasoning_field, api_key_env, parallelism, parsers)",
+                              "reasoning_field, api_key_env, parallelism, parsers, max_queue)",
                               who, name);
         if (err)
             return err;
@@ -433,6 +439,7 @@ bool qr_cfg_backends_equal(const struct qr_config *a, const struct qr_config *b)
             !str_eq(x->parsers.tool_call, y->parsers.tool_call) ||
             !str_eq(x->parsers.reasoning, y->parsers.reasoning) ||
             x->parsers.auto_tool_choice != y->parsers.auto_tool_choice || x->n_urls != y->n_urls ||
+            x->max_queue != y->max_queue ||
             memcmp(&x->parallelism, &y->parallelism, sizeof(x->parallelism)))
             return false;
         for (size_t j = 0; j < x->n_urls; j++) {
@@ -475,6 +482,8 @@ void qr_cfg_backends_print_json(const struct qr_config *cfg, yyjson_mut_doc *doc
         if (!strcmp(s->kind, "openai"))
             yyjson_mut_obj_add_str(doc, o, "api_key",
                                    s->api_key && s->api_key[0] ? "<redacted>" : "");
+        if (s->max_queue)
+            yyjson_mut_obj_add_uint(doc, o, "max_queue", s->max_queue);
         if (s->parsers.set) {
             yyjson_mut_val *pv = yyjson_mut_obj_add_obj(doc, o, "parsers");
             if (s->parsers.tool_call)

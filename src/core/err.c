@@ -27,6 +27,9 @@ static const struct {
     [QR_ERR_TIMEOUT] = {"request_timeout", 408},
     [QR_ERR_INTERNAL] = {"internal_error", 500},
     [QR_ERR_PARSE] = {"bad_request", 400},
+    [QR_ERR_UPSTREAM_CONNECT_TIMEOUT] = {"upstream_connect_timeout", 504},
+    [QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT] = {"upstream_first_token_timeout", 504},
+    [QR_ERR_UPSTREAM_IDLE_TIMEOUT] = {"upstream_idle_timeout", 504},
 };
 
 _Static_assert(QR_ARRAY_LEN(err_table) == QR_ERR__COUNT, "every qr_err needs a table row");

@@ -11,23 +11,26 @@
 
 enum qr_err {
     QR_OK = 0,
-    QR_ERR_NOMEM = 1,             /* allocation failed */
-    QR_ERR_INVALID = 2,           /* bad input: request, argument, file contents */
-    QR_ERR_CONFIG = 3,            /* bad configuration value */
-    QR_ERR_IO = 4,                /* OS-level read/write/bind failure */
-    QR_ERR_NOT_FOUND = 5,         /* no such route, model or file */
-    QR_ERR_TOO_LARGE = 6,         /* a size cap was exceeded */
-    QR_ERR_UNAUTHORIZED = 7,      /* missing or wrong credentials */
-    QR_ERR_FORBIDDEN = 8,         /* authenticated but not allowed */
-    QR_ERR_METHOD = 9,            /* method not allowed on this route */
-    QR_ERR_UPSTREAM = 10,         /* backend unreachable or answered garbage */
-    QR_ERR_UPSTREAM_TIMEOUT = 11, /* backend did not answer in time */
-    QR_ERR_UNAVAILABLE = 12,      /* no backend ready, shutting down */
-    QR_ERR_BUSY = 13,             /* connection or admission limit reached */
-    QR_ERR_CANCELLED = 14,        /* the client or the Runtime cancelled the work */
-    QR_ERR_TIMEOUT = 15,          /* a client-side timeout (header/read) */
-    QR_ERR_INTERNAL = 16,         /* a bug: an invariant did not hold */
-    QR_ERR_PARSE = 17,            /* malformed wire data */
+    QR_ERR_NOMEM = 1,                        /* allocation failed */
+    QR_ERR_INVALID = 2,                      /* bad input: request, argument, file contents */
+    QR_ERR_CONFIG = 3,                       /* bad configuration value */
+    QR_ERR_IO = 4,                           /* OS-level read/write/bind failure */
+    QR_ERR_NOT_FOUND = 5,                    /* no such route, model or file */
+    QR_ERR_TOO_LARGE = 6,                    /* a size cap was exceeded */
+    QR_ERR_UNAUTHORIZED = 7,                 /* missing or wrong credentials */
+    QR_ERR_FORBIDDEN = 8,                    /* authenticated but not allowed */
+    QR_ERR_METHOD = 9,                       /* method not allowed on this route */
+    QR_ERR_UPSTREAM = 10,                    /* backend unreachable or answered garbage */
+    QR_ERR_UPSTREAM_TIMEOUT = 11,            /* backend did not answer in time */
+    QR_ERR_UNAVAILABLE = 12,                 /* no backend ready, shutting down */
+    QR_ERR_BUSY = 13,                        /* connection or admission limit reached */
+    QR_ERR_CANCELLED = 14,                   /* the client or the Runtime cancelled the work */
+    QR_ERR_TIMEOUT = 15,                     /* a client-side timeout (header/read) */
+    QR_ERR_INTERNAL = 16,                    /* a bug: an invariant did not hold */
+    QR_ERR_PARSE = 17,                       /* malformed wire data */
+    QR_ERR_UPSTREAM_CONNECT_TIMEOUT = 18,    /* no connection to the backend in time */
+    QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT = 19, /* request sent, no answer body byte in time */
+    QR_ERR_UPSTREAM_IDLE_TIMEOUT = 20,       /* a streamed answer stalled between two chunks */
     QR_ERR__COUNT
 };
 
@@ -41,6 +44,15 @@ const char *qr_err_str(enum qr_err err);
 
 /* HTTP status and default error code string (static) for an error value. */
 int qr_err_http_status(enum qr_err err);
+
+/* True for the four upstream timeouts (connect, first byte, idle, total). Each has its own name
+ * (qr_err_str): "upstream_connect_timeout", "upstream_first_token_timeout",
+ * "upstream_idle_timeout", "upstream_timeout"; all map to HTTP 504. */
+static inline int qr_err_is_upstream_timeout(enum qr_err err)
+{
+    return err == QR_ERR_UPSTREAM_TIMEOUT || err == QR_ERR_UPSTREAM_CONNECT_TIMEOUT ||
+           err == QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT || err == QR_ERR_UPSTREAM_IDLE_TIMEOUT;
+}
 
 /* Write formatted detail into diag (which may be NULL) and return err, so that a failing path can
  * `return qr_diag_set(d, QR_ERR_INVALID, "bad '%s'", k);`. */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define HC_MAX_HEADER_BYTES (1024 * 1024) /* all response header lines of one call */
 #define HC_MAX_HEADERS      4096          /* header fields of the final response */
@@ -72,8 +73,17 @@ struct qr_http_call {
     bool response_sent; /* on_response has run (or was due and skipped) */
     int status;
     enum qr_err fail_err; /* set when we made curl abort: the real reason */
-    size_t header_total;  /* raw header bytes seen, against HC_MAX_HEADER_BYTES */
-    struct qr_buf hbuf;   /* names and values of the current header section */
+    /* Phase bounds curl has no option for (first body byte, idle gap), on our own timer. */
+    struct event *ptimer; /* NULL when neither bound is set */
+    uint32_t connect_timeout_ms;
+    uint64_t timeout_ms;
+    uint64_t first_byte_timeout_ms; /* request sent -> first body byte; 0 = none */
+    uint64_t idle_timeout_ms;       /* gap between body chunks; 0 = none */
+    uint64_t sent_ms;               /* monotonic ms the request went out; 0 = not yet */
+    uint64_t last_body_ms;          /* monotonic ms of the last body chunk (or resume) */
+    bool body_seen;                 /* a response body byte has arrived */
+    size_t header_total;            /* raw header bytes seen, against HC_MAX_HEADER_BYTES */
+    struct qr_buf hbuf;             /* names and values of the current header section */
     struct hdr_ent *hdrs;
     size_t n_hdrs, cap_hdrs;
     qr_http_call_response_fn on_response;
@@ -109,6 +119,13 @@ static void global_init(void)
 }
 
 /* --- small helpers ---------------------------------------------------------------------------- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
 
 static bool is_ows(char ch)
 {
@@ -346,6 +363,52 @@ static bool deliver_response(struct qr_http_call *call)
     return ok && !call->cancelled;
 }
 
+/* --- phase bounds ----------------------------------------------------------------------------- */
+
+/* The first byte and idle deadlines that apply now (0 = none). The time the consumer keeps the call
+ * paused counts against neither. */
+static uint64_t phase_deadline(const struct qr_http_call *call, enum qr_err *which)
+{
+    if (call->paused || call->state != CALL_ACTIVE)
+        return 0;
+    if (!call->body_seen && call->sent_ms && call->first_byte_timeout_ms) {
+        *which = QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT;
+        return call->sent_ms + call->first_byte_timeout_ms;
+    }
+    if (call->body_seen && call->idle_timeout_ms) {
+        *which = QR_ERR_UPSTREAM_IDLE_TIMEOUT;
+        return call->last_body_ms + call->idle_timeout_ms;
+    }
+    return 0;
+}
+
+/* (Re)arm the phase timer for the deadline that applies now. Safe inside curl's callbacks. */
+static void phase_arm(struct qr_http_call *call)
+{
+    enum qr_err which = QR_OK;
+    uint64_t at = call->ptimer ? phase_deadline(call, &which) : 0;
+    if (!call->ptimer)
+        return;
+    if (!at) {
+        evtimer_del(call->ptimer);
+        return;
+    }
+    uint64_t now = mono_ms();
+    uint64_t ms = at > now ? at - now : 0;
+    struct timeval tv = {(time_t) (ms / 1000), (suseconds_t) ((ms % 1000) * 1000)};
+    evtimer_add(call->ptimer, &tv);
+}
+
+/* CURLOPT_PREREQFUNCTION: the connection is up and the request is about to go out. */
+static int on_prereq(void *ud, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    struct qr_http_call *call = ud;
+    (void) primary_ip, (void) local_ip, (void) primary_port, (void) local_port;
+    call->sent_ms = mono_ms();
+    phase_arm(call);
+    return CURL_PREREQFUNC_OK;
+}
+
 /* --- response body ---------------------------------------------------------------------------- */
 
 /* CURLOPT_WRITEFUNCTION: each body chunk as curl decodes it. A pause asked for inside a callback
@@ -360,6 +423,15 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
         return 0;
     if (!call->paused && !call->response_sent && !deliver_response(call))
         return 0;
+    if (len) { /* the first byte bound ends; the idle bound restarts */
+        bool first = !call->body_seen;
+        call->body_seen = true;
+        if (call->ptimer) {
+            call->last_body_ms = mono_ms();
+            if (first)
+                phase_arm(call); /* later, the timer re-arms itself from last_body_ms */
+        }
+    }
     if (call->paused) {
         call->curl_paused = true;
         return CURL_WRITEFUNC_PAUSE;
@@ -385,6 +457,10 @@ static enum qr_err map_result(struct qr_http_call *call, CURLcode res)
         return QR_OK;
 
     enum qr_err err = res == CURLE_OPERATION_TIMEDOUT ? QR_ERR_UPSTREAM_TIMEOUT : QR_ERR_UPSTREAM;
+    /* No request went out: curl's connect bound fired, unless the whole-exchange one is shorter. */
+    if (err == QR_ERR_UPSTREAM_TIMEOUT && !call->sent_ms && call->connect_timeout_ms &&
+        (!call->timeout_ms || call->connect_timeout_ms < call->timeout_ms))
+        err = QR_ERR_UPSTREAM_CONNECT_TIMEOUT;
     char what[128], detail[CURL_ERROR_SIZE];
     snprintf(what, sizeof(what), "%s", curl_easy_strerror(res));
     what[0] = (char) tolower((unsigned char) what[0]);
@@ -463,6 +539,35 @@ static void on_sock_event(evutil_socket_t fd, short what, void *arg)
 static void on_timer_event(evutil_socket_t fd, short what, void *arg)
 {
     drive(arg, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* A call's phase timer: fail it if its first byte or idle deadline passed, else re-arm. Runs from
+ * the loop, never inside curl, so finishing (which removes the easy handle) is allowed here. */
+static void on_phase_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct qr_http_call *call = arg;
+    struct qr_http_client *c = call->client;
+    enum qr_err which = QR_OK;
+
+    enter(c);
+    uint64_t at = call->cancelled ? 0 : phase_deadline(call, &which);
+    if (at && mono_ms() >= at) {
+        char what_txt[160];
+        if (which == QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT)
+            snprintf(what_txt, sizeof(what_txt),
+                     "timeout was reached (no response body within %llu milliseconds of the "
+                     "request)",
+                     (unsigned long long) call->first_byte_timeout_ms);
+        else
+            snprintf(what_txt, sizeof(what_txt),
+                     "timeout was reached (response body stalled for %llu milliseconds)",
+                     (unsigned long long) call->idle_timeout_ms);
+        set_fail(call, which, what_txt);
+        finish_call(call, CURLE_OPERATION_TIMEDOUT);
+    } else if (!call->cancelled) {
+        phase_arm(call);
+    }
+    leave(c);
 }
 
 static void sock_free(struct qr_http_client *c, struct sock *s)
@@ -646,6 +751,8 @@ static void call_free(struct qr_http_call *call)
     curl_slist_free_all(call->req_headers);
     if (call->kick)
         event_free(call->kick);
+    if (call->ptimer)
+        event_free(call->ptimer);
     qr_buf_cleanup(&call->hbuf);
     free(call->hdrs);
     free(call->safe_url);
@@ -756,6 +863,8 @@ static CURLcode set_options(struct qr_http_call *call, const struct qr_http_call
     SETOPT(CURLOPT_WRITEFUNCTION, on_write);
     SETOPT(CURLOPT_WRITEDATA, (void *) call);
     SETOPT(CURLOPT_HTTPHEADER, call->req_headers);
+    SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
+    SETOPT(CURLOPT_PREREQDATA, (void *) call);
     if (o->connect_timeout_ms)
         SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long) o->connect_timeout_ms);
     if (o->timeout_ms)
@@ -792,12 +901,19 @@ enum qr_err qr_http_call_start(struct qr_http_client *c, const struct qr_http_ca
     call->on_data = o->on_data;
     call->on_done = o->on_done;
     call->arg = o->arg;
+    call->connect_timeout_ms = o->connect_timeout_ms;
+    call->timeout_ms = o->timeout_ms;
+    call->first_byte_timeout_ms = o->first_byte_timeout_ms;
+    call->idle_timeout_ms = o->idle_timeout_ms;
     qr_buf_init(&call->hbuf, HC_MAX_HEADER_BYTES);
     err = QR_ERR_NOMEM;
     call->safe_url = redact_url(o->url);
     call->easy = c->n_spare ? c->spare[--c->n_spare] : curl_easy_init();
     call->kick = event_new(c->base, -1, 0, on_kick, call);
-    if (!call->safe_url || !call->easy || !call->kick) {
+    if (o->first_byte_timeout_ms || o->idle_timeout_ms)
+        call->ptimer = evtimer_new(c->base, on_phase_timer, call);
+    if (!call->safe_url || !call->easy || !call->kick ||
+        ((o->first_byte_timeout_ms || o->idle_timeout_ms) && !call->ptimer)) {
         qr_diag_set(diag, err, "cannot allocate an upstream call");
         goto fail;
     }
@@ -835,6 +951,7 @@ void qr_http_call_pause(struct qr_http_call *call)
         return;
     call->paused = true;
     call->want_resume = false;
+    phase_arm(call); /* the pause counts against neither the first byte nor the idle bound */
     /* From the loop, stop reading now. Inside a callback curl must not be re-entered: the next
      * write callback answers CURL_WRITEFUNC_PAUSE instead. */
     if (call->state == CALL_ACTIVE && call->client->depth == 0 && !call->curl_paused &&
@@ -851,6 +968,10 @@ void qr_http_call_resume(struct qr_http_call *call)
     if (call->cancelled || call->state == CALL_DONE || !call->paused)
         return;
     call->paused = false;
+    call->last_body_ms = mono_ms(); /* the idle bound restarts */
+    if (call->sent_ms && !call->body_seen)
+        call->sent_ms = call->last_body_ms;
+    phase_arm(call);
     if (call->curl_paused) { /* curl may hand over held-back data at once: do it from the loop */
         call->want_resume = true;
         event_active(call->kick, EV_TIMEOUT, 0);

@@ -31,7 +31,11 @@ typedef bool (*qr_http_call_response_fn)(struct qr_http_call *call, int status,
 typedef bool (*qr_http_call_data_fn)(struct qr_http_call *call, const char *data, size_t len,
                                      void *arg);
 /* err: QR_OK (complete), QR_ERR_UPSTREAM (connect/protocol/read error, detail in diag),
- * QR_ERR_UPSTREAM_TIMEOUT (timeout_ms passed), QR_ERR_CANCELLED (a callback returned false). */
+ * QR_ERR_UPSTREAM_CONNECT_TIMEOUT (connect_timeout_ms passed while connecting),
+ * QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT (first_byte_timeout_ms passed between the request being sent
+ * and the first response body byte), QR_ERR_UPSTREAM_IDLE_TIMEOUT (idle_timeout_ms passed between
+ * two body chunks), QR_ERR_UPSTREAM_TIMEOUT (timeout_ms passed), QR_ERR_CANCELLED (a callback
+ * returned false). */
 typedef void (*qr_http_call_done_fn)(struct qr_http_call *call, enum qr_err err,
                                      const struct qr_diag *diag, void *arg);
 
@@ -43,6 +47,12 @@ struct qr_http_call_opts {
     struct qr_slice body;        /* borrowed until on_done/cancel; may be empty */
     uint32_t connect_timeout_ms; /* 0 = libcurl default */
     uint64_t timeout_ms;         /* whole exchange incl. streamed body; 0 = none */
+    /* From the request being sent to the first response body byte (the response head does not
+     * count: engines send it before prompt processing); 0 = none. */
+    uint64_t first_byte_timeout_ms;
+    /* Longest gap between two response body chunks once the body has started; time the caller
+     * keeps the call paused does not count; 0 = none. */
+    uint64_t idle_timeout_ms;
     qr_http_call_response_fn on_response;
     qr_http_call_data_fn on_data;
     qr_http_call_done_fn on_done;

@@ -111,6 +111,11 @@ struct hn_call {
     uint64_t connect_deadline_ms;
     uint64_t timeout_ms;
     uint32_t connect_timeout_ms;
+    uint64_t first_byte_timeout_ms; /* request sent -> first body byte; 0 = none */
+    uint64_t idle_timeout_ms;       /* gap between body reads; 0 = none */
+    uint64_t sent_ms;               /* monotonic ms the request was fully sent; 0 = not yet */
+    uint64_t last_body_ms;          /* monotonic ms of the last body read (or resume) */
+    bool body_seen;                 /* a response body byte has been delivered */
     struct sockaddr_storage addrs[HN_MAX_ADDRS];
     socklen_t addr_lens[HN_MAX_ADDRS];
     unsigned n_addrs, addr_i;
@@ -517,13 +522,35 @@ static int resolve(struct hn_call *call)
     return call->n_addrs ? 0 : EAI_NONAME;
 }
 
+/* The four deadlines of a call, in the order on_call_timer reports them when several passed. */
+enum deadline { DL_CONNECT, DL_FIRST_BYTE, DL_IDLE, DL_TOTAL, DL__COUNT };
+
+/* Fill at[] with the deadlines that apply now (0 = none); the time a consumer keeps the call
+ * paused counts against neither the first byte nor the idle bound. */
+static void deadlines(const struct hn_call *call, uint64_t at[DL__COUNT])
+{
+    bool live = call->phase == PH_EXCHANGE && !call->paused;
+    at[DL_CONNECT] = call->phase == PH_CONNECTING ? call->connect_deadline_ms : 0;
+    at[DL_FIRST_BYTE] = live && call->first_byte_timeout_ms && call->sent_ms && !call->body_seen
+                            ? call->sent_ms + call->first_byte_timeout_ms
+                            : 0;
+    at[DL_IDLE] = live && call->idle_timeout_ms && call->body_seen
+                      ? call->last_body_ms + call->idle_timeout_ms
+                      : 0;
+    at[DL_TOTAL] = call->deadline_ms;
+}
+
 static void arm_timer(struct hn_call *call)
 {
-    uint64_t at = call->deadline_ms;
-    if (call->phase == PH_CONNECTING && (!at || call->connect_deadline_ms < at))
-        at = call->connect_deadline_ms;
-    if (!at)
+    uint64_t dl[DL__COUNT], at = 0;
+    deadlines(call, dl);
+    for (int i = 0; i < DL__COUNT; i++)
+        if (dl[i] && (!at || dl[i] < at))
+            at = dl[i];
+    if (!at) {
+        evtimer_del(&call->timer);
         return;
+    }
     uint64_t now = mono_ms();
     struct timeval tv = ms_tv(at > now ? at - now : 0);
     evtimer_add(&call->timer, &tv);
@@ -586,6 +613,7 @@ static bool conn_open(struct hn_call *call)
         call->conn = conn;
         call->phase = PH_CONNECTING;
         call->sent = 0;
+        call->sent_ms = 0;
         call->rx = 0;
         call->connect_deadline_ms = mono_ms() + call->connect_timeout_ms;
         arm_timer(call);
@@ -678,6 +706,11 @@ static bool send_more(struct hn_call *call)
         return false;
     }
     wev_set(conn, false);
+    if (!call->sent_ms) { /* the first byte bound starts now */
+        call->sent_ms = mono_ms();
+        if (call->first_byte_timeout_ms)
+            arm_timer(call);
+    }
     return true;
 }
 
@@ -702,7 +735,15 @@ static bool deliver_response(struct hn_call *call, int status, size_t n_hdrs)
 /* Run on_data. False when the call ended. */
 static bool deliver_data(struct hn_call *call, const char *p, size_t n)
 {
-    if (n == 0 || !call->on_data)
+    if (n == 0)
+        return true;
+    if (!call->body_seen) { /* the first byte bound ends, the idle bound starts */
+        call->body_seen = true;
+        call->last_body_ms = mono_ms();
+        if (call->first_byte_timeout_ms || call->idle_timeout_ms)
+            arm_timer(call);
+    }
+    if (!call->on_data)
         return true;
     bool ok = call->on_data((struct qr_http_call *) call, p, n, call->arg);
     if (call->cancelled)
@@ -959,6 +1000,8 @@ static void conn_read(struct hn_conn *conn, struct hn_call *call)
     }
     conn->in_len += (size_t) n;
     call->rx += (uint64_t) n;
+    if (n > 0 && call->body_seen && call->idle_timeout_ms)
+        call->last_body_ms = mono_ms(); /* the idle timer re-arms itself from this when it fires */
     process(call);
 }
 
@@ -1006,6 +1049,7 @@ static void begin(struct hn_call *call)
         call->phase = PH_EXCHANGE;
         call->rstate = RS_HEAD;
         call->sent = 0;
+        call->sent_ms = 0;
         call->rx = 0;
         if (call->paused)
             rev_set(conn, false);
@@ -1050,17 +1094,38 @@ static void on_call_timer(evutil_socket_t fd, short what, void *arg)
     enter(c);
     if (call->cancelled || call->phase == PH_DONE)
         goto out;
-    if (call->phase == PH_CONNECTING && now >= call->connect_deadline_ms)
-        fail(call, QR_ERR_UPSTREAM_TIMEOUT,
+    uint64_t dl[DL__COUNT];
+    int hit = -1; /* the earliest deadline that passed */
+    deadlines(call, dl);
+    for (int i = 0; i < DL__COUNT; i++)
+        if (dl[i] && now >= dl[i] && (hit < 0 || dl[i] < dl[hit]))
+            hit = i;
+    switch (hit) {
+    case DL_CONNECT:
+        fail(call, QR_ERR_UPSTREAM_CONNECT_TIMEOUT,
              "timeout was reached (connection timed out after %u milliseconds)",
              call->connect_timeout_ms);
-    else if (call->deadline_ms && now >= call->deadline_ms)
+        break;
+    case DL_FIRST_BYTE:
+        fail(call, QR_ERR_UPSTREAM_FIRST_BYTE_TIMEOUT,
+             "timeout was reached (no response body within %llu milliseconds of the request)",
+             (unsigned long long) call->first_byte_timeout_ms);
+        break;
+    case DL_IDLE:
+        fail(call, QR_ERR_UPSTREAM_IDLE_TIMEOUT,
+             "timeout was reached (response body stalled for %llu milliseconds after %llu bytes "
+             "received)",
+             (unsigned long long) call->idle_timeout_ms, (unsigned long long) call->rx);
+        break;
+    case DL_TOTAL:
         fail(call, QR_ERR_UPSTREAM_TIMEOUT,
              "timeout was reached (operation timed out after %llu milliseconds with %llu bytes "
              "received)",
              (unsigned long long) call->timeout_ms, (unsigned long long) call->rx);
-    else
-        arm_timer(call); /* fired early, or the connect finished: wait for the rest */
+        break;
+    default:
+        arm_timer(call); /* fired early, or a phase ended: wait for the next deadline */
+    }
 out:
     leave(c);
 }
@@ -1228,6 +1293,8 @@ enum qr_err qr_http_native_call_start(struct qr_http_native *c, const struct qr_
     call->req_len = (size_t) (format_head(req, o, &u, has_body) - req);
     call->timeout_ms = o->timeout_ms;
     call->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : HN_CONNECT_DEFAULT;
+    call->first_byte_timeout_ms = o->first_byte_timeout_ms;
+    call->idle_timeout_ms = o->idle_timeout_ms;
     event_assign(&call->kick, c->base, -1, 0, on_kick, call);
     evtimer_assign(&call->timer, c->base, on_call_timer, call);
     if (o->timeout_ms) {
@@ -1253,6 +1320,8 @@ void qr_http_native_call_pause(struct qr_http_call *pub)
     call->want_resume = false;
     if (call->conn && call->phase == PH_EXCHANGE)
         rev_set(call->conn, false); /* the upstream sees TCP back-pressure */
+    if (call->phase == PH_EXCHANGE && (call->first_byte_timeout_ms || call->idle_timeout_ms))
+        arm_timer(call); /* the pause does not count against the first byte or idle bound */
 }
 
 void qr_http_native_call_resume(struct qr_http_call *pub)
@@ -1261,7 +1330,12 @@ void qr_http_native_call_resume(struct qr_http_call *pub)
     if (call->cancelled || call->phase == PH_DONE || !call->paused)
         return;
     call->paused = false;
-    if (call->phase == PH_EXCHANGE) { /* held data is delivered from the loop, in order */
+    if (call->phase == PH_EXCHANGE) {   /* held data is delivered from the loop, in order */
+        call->last_body_ms = mono_ms(); /* the idle bound restarts */
+        if (call->sent_ms && !call->body_seen && call->first_byte_timeout_ms)
+            call->sent_ms = call->last_body_ms;
+        if (call->first_byte_timeout_ms || call->idle_timeout_ms)
+            arm_timer(call);
         call->want_resume = true;
         event_active(&call->kick, EV_TIMEOUT, 0);
     } /* before the exchange, reading starts unpaused when the connection is ready */

@@ -643,7 +643,18 @@ static enum qr_err parse(struct qr_gguf *g, const char *name, const struct qr_gg
     enum qr_err err = parse_header(&r, g, &n_t, &n_kv);
     if (err)
         return err;
-    /* Counts are capped and bounded by the file size above, so these sizes are small. */
+    /* Counts are capped and bounded by the file size above, so these sizes are small; and what the
+     * tables below (with the span list of the data check) take stays within 2 x the file size +
+     * 1 MiB, so a header of many tiny entries cannot make a small file expensive. Counts are
+     * capped, so this cannot overflow. */
+    uint64_t need = n_kv * sizeof(*g->kv) + hash_cap(n_kv) * sizeof(*g->kv_hash) +
+                    n_t * (sizeof(*g->t) + sizeof(struct span)) +
+                    hash_cap(n_t) * sizeof(*g->t_hash);
+    if (need > 2 * g->size + (1u << 20))
+        return fail(&r, QR_ERR_TOO_LARGE, r.pos,
+                    "%llu keys and %llu tensors would take %llu bytes of tables, more than 2 x "
+                    "the file size + 1 MiB",
+                    (unsigned long long) n_kv, (unsigned long long) n_t, (unsigned long long) need);
     g->kv = calloc(n_kv ? n_kv : 1, sizeof(*g->kv));
     g->kv_hcap = hash_cap(n_kv);
     g->kv_hash = calloc(g->kv_hcap, sizeof(*g->kv_hash));

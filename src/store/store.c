@@ -550,6 +550,9 @@ enum qr_err qr_store_open(const char *path, const struct qr_store_opts *opts, st
 {
     struct qr_store_open_info local;
     struct qr_store_open_info *info = out_info ? out_info : &local;
+    struct qr_diag own_diag = {{0}}; /* the error log line names the cause even without one */
+    if (!diag)
+        diag = &own_diag;
     memset(info, 0, sizeof(*info));
     *out = NULL;
     if (!path || !*path || strlen(path) >= 4096)

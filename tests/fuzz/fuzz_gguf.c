@@ -6,16 +6,100 @@
  * back, and every key, value and tensor must come back byte-identical (writer∘reader round trip
  * on whatever the fuzzer found valid).
  *
+ * A file that opens is also derived (gguf/arch.c: refused counts such as block_count > 512 are
+ * never "known") and sized for llama-server's defaults (the memory estimator, gguf/sizing.c).
+ *
+ * Allocation bound (anchor 8): under ASan the allocator hooks count what the reader holds while
+ * qr_gguf_open_mem runs; the peak must stay <= 2 x input size + 1 MiB (never above 256 MiB). A
+ * parse slower than 100 ms is reported on stderr (aborts with QR_FUZZ_SLOW_ABORT=1 set).
+ *
  * Seeds in corpus/fuzz_gguf: valid files (all value types, tensors of several types, v2) and one
  * file per corruption class (truncation, huge counts and lengths, bad alignment, zero and
- * overflowing dims, element-type confusion, removed tensor types, duplicates, overlap). */
+ * overflowing dims incl. (INT64_MAX, 2, 1, 1), element-type confusion, removed tensor types,
+ * duplicates, overlap, block_count > 512). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "gguf/arch.h"
 #include "gguf/gguf.h"
+#include "gguf/sizing.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QR_FUZZ_COUNT_ALLOC 1
+#endif
+#elif defined(__SANITIZE_ADDRESS__)
+#define QR_FUZZ_COUNT_ALLOC 1
+#endif
+
+#ifdef QR_FUZZ_COUNT_ALLOC
+/* From the sanitizer runtime (gcc's and clang's; declared here: gcc ships no header for it). */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
+size_t __sanitizer_get_allocated_size(const volatile void *p);
+
+/* Bytes allocated and not yet freed while counting, and their peak. Single-threaded. */
+static bool counting;
+static uint64_t live, peak;
+
+static void on_malloc(const volatile void *p, size_t n)
+{
+    (void) p;
+    if (!counting)
+        return;
+    live += n;
+    if (live > peak)
+        peak = live;
+}
+
+static void on_free(const volatile void *p)
+{
+    if (!counting || !p)
+        return;
+    size_t n = __sanitizer_get_allocated_size(p);
+    live = n > live ? 0 : live - n;
+}
+
+static void count_start(void)
+{
+    static bool installed;
+    if (!installed)
+        installed = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0;
+    live = peak = 0;
+    counting = installed;
+}
+
+static void count_stop(size_t size)
+{
+    counting = false;
+    uint64_t bound = 2 * (uint64_t) size + (1u << 20);
+    if (peak > bound || peak > (256u << 20)) {
+        fprintf(stderr, "fuzz_gguf: reader allocated %llu bytes for a %zu-byte input\n",
+                (unsigned long long) peak, size);
+        abort();
+    }
+}
+#else
+static void count_start(void)
+{
+}
+
+static void count_stop(size_t size)
+{
+    (void) size;
+}
+#endif
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -124,6 +208,28 @@ static void walk_tensors(const struct qr_gguf *g)
         abort();
 }
 
+/* The contract and the memory estimate: derive never fails on a file that opened unless its
+ * architecture name is unusable; refused counts stay unknown; sizing fails only on overflow. */
+static void size_model(const struct qr_gguf *g)
+{
+    static struct qr_arch a;
+    static struct qr_sizing sz;
+    struct qr_diag d = {{0}};
+    enum qr_err err = qr_gguf_arch_derive(g, &a, &d);
+    if (err != QR_OK) {
+        if (err != QR_ERR_INVALID || d.msg[0] == '\0')
+            abort();
+        return;
+    }
+    if (a.block_count.known && a.block_count.v > QR_ARCH_MAX_BLOCKS)
+        abort();
+    struct qr_sizing_params p;
+    qr_sizing_params_init(&p, 4096);
+    err = qr_gguf_size_engine(g, &a, &p, &sz, &d);
+    if (err != QR_OK && err != QR_ERR_TOO_LARGE)
+        abort();
+}
+
 /* Write what was read with the writer and read it back: same keys, values, tensors. */
 static void round_trip(const struct qr_gguf *g)
 {
@@ -197,7 +303,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct qr_gguf *g = NULL;
     lo = data;
     hi = data + size;
+    double t0 = now_ms();
+    count_start();
     enum qr_err err = qr_gguf_open_mem(data, size, "fuzz.gguf", NULL, &d, &g);
+    count_stop(size);
+    double took = now_ms() - t0;
+    if (took > 100.0) {
+        fprintf(stderr, "fuzz_gguf: slow input: %.1f ms to parse %zu bytes\n", took, size);
+        if (getenv("QR_FUZZ_SLOW_ABORT"))
+            abort();
+    }
+    if (getenv("QR_FUZZ_VERBOSE")) /* what a seed does */
+        fprintf(stderr, "%s: %s\n", qr_err_str(err), err ? d.msg : "opened");
     if (err != QR_OK) {
         if (g || (err != QR_ERR_PARSE && err != QR_ERR_TOO_LARGE) ||
             strncmp(d.msg, "cannot open 'fuzz.gguf': ", 25) != 0)
@@ -207,6 +324,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < qr_gguf_kv_count(g); i++)
         walk_kv(g, qr_gguf_kv_at(g, i));
     walk_tensors(g);
+    size_model(g);
     round_trip(g);
     qr_gguf_close(g);
     return 0;

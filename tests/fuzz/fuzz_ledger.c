@@ -6,6 +6,10 @@
  * when the block names no version constraint, project or model and no specific family or
  * hardware class is left unknown.
  *
+ * The same bytes also go through the local ledger path (qr_ledger_parse_local, then
+ * qr_ledger_merge with the builtin ledger, as for <state_dir>/upstream-ledger.local.json): load or
+ * a clear error, and a merge that keeps every entry and block of both or names the clash.
+ *
  * Seeds in corpus/fuzz_ledger: the builtin ledger, a ledger with tested entries, blocks and
  * alternatives, and one file per rejection class. */
 #include <stdint.h>
@@ -50,8 +54,43 @@ static void check_blocks(const struct qr_ledger *l)
     }
 }
 
+/* The same bytes as <state_dir>/upstream-ledger.local.json: parsed as a local ledger and merged
+ * with the builtin one as the catalog does; a merged ledger holds the same checks. */
+static void local_ledger(const uint8_t *data, size_t size)
+{
+    struct qr_diag d = {{0}};
+    struct qr_ledger *local = NULL, *builtin = NULL, *merged = NULL;
+    enum qr_err err = qr_ledger_parse_local("fuzz.json", (const char *) data, size, &d, &local);
+    if (err != QR_OK) {
+        if (local || (err != QR_ERR_INVALID && err != QR_ERR_TOO_LARGE) ||
+            strncmp(d.msg, "cannot load 'fuzz.json': ", 25) != 0)
+            abort();
+        return;
+    }
+    size_t n_local = qr_ledger_entry_count(local) + qr_ledger_block_count(local);
+    if (qr_ledger_load_builtin(&d, &builtin) != QR_OK)
+        abort();
+    size_t n_builtin = qr_ledger_entry_count(builtin) + qr_ledger_block_count(builtin);
+    err = qr_ledger_merge(builtin, local, "fuzz.json", &d, &merged);
+    if (err != QR_OK) {
+        if (merged || (err != QR_ERR_INVALID && err != QR_ERR_TOO_LARGE) ||
+            strncmp(d.msg, "'fuzz.json': ", 13) != 0)
+            abort();
+        return;
+    }
+    if (qr_ledger_entry_count(merged) + qr_ledger_block_count(merged) != n_local + n_builtin)
+        abort();
+    check_blocks(merged);
+    yyjson_mut_doc *doc = qr_ledger_render(merged);
+    if (!doc)
+        abort();
+    yyjson_mut_doc_free(doc);
+    qr_ledger_free(merged);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    local_ledger(data, size);
     struct qr_diag d = {{0}};
     struct qr_ledger *l = NULL;
     enum qr_err err = qr_ledger_parse("fuzz.json", (const char *) data, size, &d, &l);

@@ -2,11 +2,12 @@
  * generate, embed) go through the Ollama codec after the model's /api/show description is known
  * (show.c: think is then always explicit, and a client's num_ctx is an admission limit against
  * the model's context length instead of a knob that reloads the model). Client requests on the
- * allowlisted Ollama API routes the contract does not model are passed through byte for byte; the
- * answer streams back chunk by chunk as Ollama produces it, with back-pressure both ways (a slow
- * client pauses the upstream transfer). The Runtime's credentials, cookies and forwarding headers
- * never reach Ollama, and Ollama's cookies never reach the client. Readiness is GET /api/version,
- * whose answer is kept as the engine version. */
+ * allowlisted Ollama API routes the contract does not model are passed through byte for byte; an
+ * NDJSON answer streams back chunk by chunk as Ollama produces it, with back-pressure both ways (a
+ * slow client pauses the upstream transfer), and a whole answer (up to PROXY_HOLD_MAX) is held
+ * until it ended, so an upstream that cuts it yields a 502, never a short 200. The Runtime's
+ * credentials, cookies and forwarding headers never reach Ollama, and Ollama's cookies never reach
+ * the client. Readiness is GET /api/version, whose answer is kept as the engine version. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -111,11 +112,27 @@ struct proxy {
     struct qr_http_header hdrs[MAX_FORWARD_HEADERS];
     size_t n_hdrs;
     bool paused;
+    bool admitted; /* an inference exchange counted in the backend's admission */
     uint64_t bytes;
+    /* A whole (not NDJSON) answer is held until it ended, so a cut one becomes a 502 instead of
+     * a short 200; held_hdrs are the forwarded headers as "name\0value\0" pairs. */
+    bool hold;
+    bool ndjson; /* a stream: a cut gets Ollama's in-band {"error":..} line before the cut */
+    bool at_line_start;
+    int status;
+    int64_t length;
+    struct qr_buf held_hdrs;
+    struct qr_buf held;
 };
+
+#define PROXY_HOLD_MAX (8u << 20) /* a longer whole answer streams through as before */
 
 static void proxy_free(struct proxy *p)
 {
+    if (p->admitted)
+        qr_backend_release(&p->o->base);
+    qr_buf_cleanup(&p->held_hdrs);
+    qr_buf_cleanup(&p->held);
     free(p->url);
     free(p->hdr_text);
     free(p);
@@ -147,11 +164,30 @@ static void on_drain(struct qr_http_req *req, void *arg)
     }
 }
 
+/* Status line and the forwarded headers to the client, then whatever was held. */
+static void send_head(struct proxy *p)
+{
+    for (size_t at = 0; at < p->held_hdrs.len;) {
+        const char *name = p->held_hdrs.ptr + at;
+        const char *value = name + strlen(name) + 1;
+        qr_http_resp_header(p->req, name, value);
+        at = (size_t) (value + strlen(value) + 1 - p->held_hdrs.ptr);
+    }
+    qr_http_resp_header(p->req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_start(p->req, p->status, p->length);
+    if (p->held.len)
+        qr_http_resp_write(p->req, p->held.ptr, p->held.len);
+    p->hold = false;
+    qr_buf_cleanup(&p->held);
+}
+
 static bool on_response(struct qr_http_call *call, int status, const struct qr_http_header *h,
                         size_t n, void *arg)
 {
     struct proxy *p = arg;
     int64_t length = -1;
+    qr_buf_init(&p->held_hdrs, 0);
+    qr_buf_init(&p->held, 0);
     for (size_t i = 0; i < n; i++) {
         if (qr_slice_eq_nocase(h[i].name, "Content-Length")) {
             char num[24];
@@ -165,21 +201,24 @@ static bool on_response(struct qr_http_call *call, int status, const struct qr_h
             }
             continue;
         }
-        if (in_list(h[i].name, drop_response, QR_ARRAY_LEN(drop_response)))
-            continue;
-        char name[256];
-        if (h[i].name.len >= sizeof(name))
-            continue;
-        memcpy(name, h[i].name.ptr, h[i].name.len);
-        name[h[i].name.len] = '\0';
-        char *value = strndup(h[i].value.ptr, h[i].value.len);
-        if (!value)
-            abort();
-        qr_http_resp_header(p->req, name, value);
-        free(value);
+        if (in_list(h[i].name, drop_response, QR_ARRAY_LEN(drop_response)) || h[i].name.len > 255 ||
+            (h[i].value.len && memchr(h[i].value.ptr, 0, h[i].value.len)))
+            continue; /* (a NUL would break the held pairs) */
+        if (qr_slice_eq_nocase(h[i].name, "Content-Type"))
+            p->ndjson =
+                h[i].value.len >= 20 && !strncasecmp(h[i].value.ptr, "application/x-ndjson", 20);
+        if (qr_buf_append(&p->held_hdrs, h[i].name.ptr, h[i].name.len) ||
+            qr_buf_append(&p->held_hdrs, "", 1) ||
+            qr_buf_append(&p->held_hdrs, h[i].value.ptr, h[i].value.len) ||
+            qr_buf_append(&p->held_hdrs, "", 1))
+            abort(); /* headers are capped by the HTTP client */
     }
-    qr_http_resp_header(p->req, "X-Quantum-Runtime-Version", QR_VERSION);
-    qr_http_resp_start(p->req, status, length);
+    p->status = status;
+    p->length = length;
+    p->at_line_start = true;
+    p->hold = !p->ndjson && length <= (int64_t) PROXY_HOLD_MAX;
+    if (!p->hold)
+        send_head(p);
     return true;
 }
 
@@ -187,11 +226,35 @@ static bool on_data(struct qr_http_call *call, const char *data, size_t len, voi
 {
     struct proxy *p = arg;
     p->bytes += len;
+    if (p->hold && p->held.len + len <= PROXY_HOLD_MAX) {
+        if (qr_buf_append(&p->held, data, len))
+            abort(); /* at most PROXY_HOLD_MAX */
+        return true;
+    }
+    if (p->hold)
+        send_head(p); /* too long to hold: what was held goes out first, then the rest streams */
+    if (len)
+        p->at_line_start = data[len - 1] == '\n';
     if (!qr_http_resp_write(p->req, data, len) && !p->paused) {
         p->paused = true;
         qr_http_call_pause(call);
     }
     return true;
+}
+
+/* A stream Ollama cut: its own in-band error line ({"error":"..."}, what ollama-js throws on),
+ * on a line of its own, before the cut. Only on a chunked stream (no length to overrun). */
+static void send_error_line(struct proxy *p, const char *msg)
+{
+    if (!p->ndjson || p->length >= 0)
+        return;
+    struct qr_buf line;
+    qr_buf_init(&line, 0);
+    if ((!p->at_line_start && qr_buf_puts(&line, "\n")) || qr_buf_puts(&line, "{\"error\":\"") ||
+        qr_buf_append_json_str(&line, msg, strlen(msg)) || qr_buf_puts(&line, "\"}\n"))
+        abort(); /* a few hundred bytes */
+    qr_http_resp_write(p->req, line.ptr, line.len);
+    qr_buf_cleanup(&line);
 }
 
 static void on_done(struct qr_http_call *call, enum qr_err err, const struct qr_diag *diag,
@@ -202,18 +265,28 @@ static void on_done(struct qr_http_call *call, enum qr_err err, const struct qr_
     p->call = NULL;
     qr_http_req_set_close_cb(req, NULL, NULL);
     qr_http_resp_set_drain_cb(req, NULL, NULL);
+    if (err == QR_OK && p->hold)
+        send_head(p); /* the held answer ended whole */
     if (err == QR_OK) {
         if (!qr_http_resp_started(req))
             qr_http_resp_start(req, 502, 0);
         qr_http_resp_end(req);
     } else if (qr_http_resp_started(req)) {
-        /* Mid-stream failure: cut the stream so the client cannot mistake it for a clean end. */
+        /* Mid-stream failure: an in-band error line (NDJSON streams), then cut the stream so the
+         * client cannot mistake it for a clean end. */
         QR_LOG(QR_LOG_WARN, "upstream failed mid-stream",
                QR_LF_S("request_id", qr_http_req_id(req)), QR_LF_S("error", qr_err_str(err)),
                QR_LF_S("detail", diag ? diag->msg : ""));
+        char msg[600];
+        snprintf(msg, sizeof(msg), "the Ollama backend failed mid-stream: %s",
+                 diag && diag->msg[0] ? diag->msg : qr_err_str(err));
+        send_error_line(p, msg);
         qr_http_resp_abort(req);
-    } else if (err == QR_ERR_UPSTREAM_TIMEOUT) {
-        send_error(req, 504, "upstream_timeout", "the Ollama backend did not answer in time");
+    } else if (qr_err_is_upstream_timeout(err)) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "the Ollama backend did not answer in time (%s)",
+                 qr_err_str(err));
+        send_error(req, 504, qr_err_str(err), msg);
     } else {
         char msg[600];
         snprintf(msg, sizeof(msg), "the Ollama backend failed: %s", diag ? diag->msg : "");
@@ -300,8 +373,11 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
         .headers = p->hdrs,
         .n_headers = p->n_hdrs,
         .body = qr_http_req_body(req),
-        .connect_timeout_ms = 10000,
+        .connect_timeout_ms =
+            cfg->upstream_connect_timeout_ms ? (uint32_t) cfg->upstream_connect_timeout_ms : 10000,
         .timeout_ms = cfg->upstream_timeout_ms,
+        /* forwarded byte for byte (pulls and creates too, whose progress may pause for long):
+         * no first byte or idle bound, only connect and total */
         .on_response = on_response,
         .on_data = on_data,
         .on_done = on_done,
@@ -320,15 +396,56 @@ fail:
     proxy_free(p);
 }
 
+/* Is target (path and query) one of the inference routes admission counts? */
+static bool is_inference(const char *target)
+{
+    static const char *const paths[] = {"/api/chat", "/api/generate", "/api/embed",
+                                        "/api/embeddings"};
+    size_t len = strcspn(target, "?");
+    for (size_t i = 0; i < QR_ARRAY_LEN(paths); i++) {
+        if (strlen(paths[i]) == len && !strncmp(target, paths[i], len))
+            return true;
+    }
+    return false;
+}
+
+/* 503 in Ollama's own shape ({"error":"server busy, ..."}) with Retry-After; nothing forwarded. */
+static void refuse_busy(struct qr_backend *b, struct qr_http_req *req, enum qr_admit a)
+{
+    char msg[300];
+    qr_backend_admit_message(b, a, msg, sizeof(msg));
+    struct qr_buf line;
+    qr_buf_init(&line, 0);
+    if (qr_buf_puts(&line, "{\"error\":\"") || qr_buf_append_json_str(&line, msg, strlen(msg)) ||
+        qr_buf_puts(&line, "\"}\n"))
+        abort(); /* a few hundred bytes */
+    QR_LOG(QR_LOG_INFO, "inference refused: queue full", QR_LF_S("request_id", qr_http_req_id(req)),
+           QR_LF_S("backend", qr_backend_id(b)), QR_LF_N("depth", b->admitted));
+    qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
+    qr_http_resp_header(req, "Cache-Control", "no-store");
+    qr_http_resp_header(req, "Retry-After", "1");
+    qr_http_resp_send(req, 503, "application/json; charset=utf-8", line.ptr, line.len);
+    qr_buf_cleanup(&line);
+}
+
 static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const char *target)
 {
+    bool inference = is_inference(target);
+    enum qr_admit adm = inference ? qr_backend_admit(b) : QR_ADMIT_OK;
+    if (adm != QR_ADMIT_OK) {
+        refuse_busy(b, req, adm);
+        return;
+    }
     struct proxy *p = calloc(1, sizeof(*p));
     if (!p || build_url(p, qr_backend_url(b), target)) {
         free(p);
+        if (inference)
+            qr_backend_release(b);
         send_error(req, 500, "internal_error", "out of memory");
         return;
     }
     p->o = (struct ollama *) b;
+    p->admitted = inference;
     p->req = req;
     qr_http_req_set_close_cb(req, on_client_gone, p);
     qr_http_req_read_body(req, b->env.config->max_request_bytes, on_body, p);

@@ -91,20 +91,17 @@ static yyjson_mut_val *image_part(struct enc *e, const struct qr_part *p)
     yyjson_mut_val *o = yyjson_mut_obj(e->doc), *iu = yyjson_mut_obj(e->doc);
     if (!o || !iu || !yyjson_mut_obj_add_str(e->doc, o, "type", "image_url"))
         return NULL;
-    yyjson_mut_val *url;
-    if (p->is_url) {
-        url = str(e, p->data);
-    } else {
-        const char *m = image_mime(p);
-        struct qr_slice mime = m ? qr_slice_str(m) : p->mime;
-        struct qr_buf b;
-        qr_buf_init(&b, 0);
-        if (qr_buf_puts(&b, "data:") || qr_buf_append(&b, mime.ptr, mime.len) ||
-            qr_buf_puts(&b, ";base64,") || qr_buf_append(&b, p->data.ptr, p->data.len))
-            return NULL;
-        url = yyjson_mut_strncpy(e->doc, b.ptr, b.len);
+    const char *m = image_mime(p);
+    struct qr_slice mime = m ? qr_slice_str(m) : p->mime;
+    struct qr_buf b;
+    qr_buf_init(&b, 0);
+    if (qr_buf_puts(&b, "data:") || qr_buf_append(&b, mime.ptr, mime.len) ||
+        qr_buf_puts(&b, ";base64,") || qr_buf_append(&b, p->data.ptr, p->data.len)) {
         qr_buf_cleanup(&b);
+        return NULL;
     }
+    yyjson_mut_val *url = yyjson_mut_strncpy(e->doc, b.ptr, b.len);
+    qr_buf_cleanup(&b);
     if (!put(e, iu, "url", url))
         return NULL;
     if (p->detail.len && !put(e, iu, "detail", str(e, p->detail)))
@@ -151,6 +148,12 @@ static enum qr_err content_parts(struct enc *e, const struct qr_part *parts, siz
                 !put(e, o, "text", str(e, p->text)))
                 return nomem(e);
         } else if (p->kind == QR_PART_IMAGE) {
+            /* The engine would fetch a URL itself: a client could make it reach any host the
+             * engine sees (SSRF). Only inline data goes upstream. */
+            if (p->is_url)
+                return unsupported(e, "messages",
+                                   "an image given by URL (the engine would fetch it; send it "
+                                   "inline as a data: URL)");
             if (!(o = image_part(e, p)))
                 return nomem(e);
         } else {

@@ -885,7 +885,7 @@ static void test_encode_openai_client(void **state)
     chat_req(&r, false);
     struct qr_part u = {.kind = QR_PART_TEXT, .text = S("hi")};
     struct qr_part img = {
-        .kind = QR_PART_IMAGE, .data = S("https://x/y.jpg"), .is_url = true, .detail = S("low")};
+        .kind = QR_PART_IMAGE, .data = S("/9j/4AAQ"), .mime = S("image/jpeg"), .detail = S("low")};
     struct qr_part aud = {.kind = QR_PART_AUDIO, .data = S("UklGRg=="), .mime = S("audio/x-wav")};
     struct qr_part parts[3] = {u, img, aud};
     struct qr_tool_call call = {.id = S("c1"), .name = S("f"), .arguments = S("{\"a\":1}")};
@@ -917,7 +917,8 @@ static void test_encode_openai_client(void **state)
     enc_ok(&d, &r, "/v1/chat/completions",
            "{\"model\":\"m\",\"messages\":["
            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":"
-           "\"image_url\",\"image_url\":{\"url\":\"https://x/y.jpg\",\"detail\":\"low\"}},"
+           "\"image_url\",\"image_url\":{\"url\":\"data:image/jpeg;base64,/9j/4AAQ\",\"detail\":"
+           "\"low\"}},"
            "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}}],"
            "\"name\":\"bob\"},"
            "{\"role\":\"assistant\",\"content\":null,\"reasoning\":\"r\",\"tool_calls\":[{\"id\":"
@@ -1037,6 +1038,14 @@ static void test_encode_unsupported(void **state)
     struct qr_part aud = {.kind = QR_PART_AUDIO, .data = S("https://a/b.wav"), .is_url = true};
     struct qr_message m = {.role = QR_ROLE_USER, .parts = &aud, .n_parts = 1};
     r.messages = &m;
+    r.n_messages = 1;
+    enc_fail(&d, &r, 422, "capability_unsupported", "messages");
+    /* an image by URL would be fetched by the engine (SSRF): refused, never forwarded */
+    chat_req(&r, true);
+    struct qr_part url_img = {
+        .kind = QR_PART_IMAGE, .data = S("http://10.0.0.1/x.png"), .is_url = true};
+    struct qr_message um = {.role = QR_ROLE_USER, .parts = &url_img, .n_parts = 1};
+    r.messages = &um;
     r.n_messages = 1;
     enc_fail(&d, &r, 422, "capability_unsupported", "messages");
     chat_req(&r, true);
