@@ -543,7 +543,6 @@ void qr_upstream_dec_free(struct qr_upstream_dec *dec)
     qr_buf_cleanup(&dec->data);
     qr_buf_cleanup(&dec->context);
     qr_toolcalls_cleanup(&dec->tc);
-    free(dec->pool);
     free(dec);
 }
 
@@ -555,18 +554,25 @@ static bool truthy(yyjson_val *v)
     return !(yyjson_is_str(v) && yyjson_get_len(v) == 0);
 }
 
-/* Parse one chunk; small ones (every token of a stream) into the decoder's reused block. */
-static yyjson_doc *read_chunk(struct qr_upstream_dec *dec, const char *p, size_t n)
+/* One parse block per thread, shared by every decoder: a chunk's document lives only inside
+ * handle_json, so streams waiting for their next chunk hold no block of their own. A nested
+ * parse (an event callback that decodes another answer) finds it busy and uses malloc. */
+static _Thread_local _Alignas(16) char dec_pool[QR_DEC_POOL_BYTES];
+static _Thread_local bool dec_pool_busy;
+
+/* Parse one chunk; small ones (every token of a stream) into the shared block (*pooled set). */
+static yyjson_doc *read_chunk(const char *p, size_t n, bool *pooled)
 {
     yyjson_read_err rerr;
     yyjson_alc alc;
-    if (yyjson_read_max_memory_usage(n, QR_DEC_READ_FLAGS) <= QR_DEC_POOL_BYTES) {
-        if (!dec->pool && !(dec->pool = malloc(QR_DEC_POOL_BYTES)))
-            abort(); /* a small fixed allocation */
-        if (yyjson_alc_pool_init(&alc, dec->pool, QR_DEC_POOL_BYTES)) {
-            yyjson_doc *doc = yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, &alc, &rerr);
-            if (doc || rerr.code != YYJSON_READ_ERROR_MEMORY_ALLOCATION)
-                return doc;
+    *pooled = false;
+    if (!dec_pool_busy && yyjson_read_max_memory_usage(n, QR_DEC_READ_FLAGS) <= QR_DEC_POOL_BYTES &&
+        yyjson_alc_pool_init(&alc, dec_pool, QR_DEC_POOL_BYTES)) {
+        yyjson_doc *doc = yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, &alc, &rerr);
+        if (doc || rerr.code != YYJSON_READ_ERROR_MEMORY_ALLOCATION) {
+            *pooled = doc != NULL;
+            dec_pool_busy = *pooled;
+            return doc;
         }
     }
     return yyjson_read_opts((char *) p, n, QR_DEC_READ_FLAGS, NULL, &rerr);
@@ -574,7 +580,8 @@ static yyjson_doc *read_chunk(struct qr_upstream_dec *dec, const char *p, size_t
 
 static enum qr_err handle_json(struct qr_upstream_dec *dec, const char *p, size_t n)
 {
-    yyjson_doc *doc = read_chunk(dec, p, n);
+    bool pooled;
+    yyjson_doc *doc = read_chunk(p, n, &pooled);
     if (!doc)
         return fail_text(dec, "upstream sent malformed JSON");
     yyjson_val *root = yyjson_doc_get_root(doc);
@@ -588,6 +595,8 @@ static enum qr_err handle_json(struct qr_upstream_dec *dec, const char *p, size_
     else
         err = qr_ollama_dec_chunk(dec, root);
     yyjson_doc_free(doc);
+    if (pooled)
+        dec_pool_busy = false;
     if (err == QR_ERR_TOO_LARGE || err == QR_ERR_NOMEM)
         return fail_text(dec, "upstream tool call too large");
     return dec->fn_err;

@@ -54,7 +54,6 @@ struct qr_upstream_dec {
     qr_event_fn fn; /* of the current feed/finish call */
     void *arg;
     enum qr_err fn_err; /* first failure of fn */
-    void *pool;         /* QR_DEC_POOL_BYTES for parsing chunks without malloc each; owned, lazy */
 };
 
 /* Streamed chunks whose parse fits this block are parsed in it, one after the other. */

@@ -236,10 +236,26 @@ static bool url_parse(const char *url, struct hn_url *u)
     return true;
 }
 
+/* The native client resolves on the event loop (getaddrinfo blocks), so it only takes hosts
+ * that resolve without a network round trip: IP literals and "localhost". A host name goes to
+ * libcurl, whose resolver runs off the loop: a slow DNS server never stalls the daemon. */
+static bool resolves_locally(const char *name, size_t len)
+{
+    char buf[INET6_ADDRSTRLEN + 1];
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (len == 9 && strncasecmp(name, "localhost", 9) == 0)
+        return true;
+    if (len >= sizeof(buf))
+        return false;
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    return inet_pton(AF_INET, buf, addr) == 1 || inet_pton(AF_INET6, buf, addr) == 1;
+}
+
 bool qr_http_native_url_supported(const char *url)
 {
     struct hn_url u;
-    return url && url_parse(url, &u);
+    return url && url_parse(url, &u) && resolves_locally(u.name, u.name_len);
 }
 
 /* --- small helpers ---------------------------------------------------------------------------- */
@@ -936,8 +952,17 @@ static bool process(struct hn_call *call)
             return false;
         if (s == STEP_WAIT) {
             struct hn_conn *conn = call->conn;
-            if (conn->in_off == conn->in_len)
+            if (conn->in_off == conn->in_len) {
                 conn->in_off = conn->in_len = 0;
+                /* Nothing buffered while a body streams: give the read buffer back, so a stream
+                 * waiting for its next chunk holds no HN_READ_SIZE of its own (1,000 open streams
+                 * would otherwise keep 32 MiB resident); the next read takes one again. */
+                if (call->rstate != RS_HEAD && !conn->eof) {
+                    free(conn->in);
+                    conn->in = NULL;
+                    conn->in_cap = 0;
+                }
+            }
             if (!conn->eof)
                 return true;
             if (conn->in_off != conn->in_len) { /* truncated head or chunk framing */

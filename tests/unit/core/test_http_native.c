@@ -1201,6 +1201,11 @@ static void test_curl_only_switch(void **state)
     assert_false(qr_http_native_url_supported("http://127.0.0.1/a b"));
     assert_true(qr_http_native_url_supported("http://localhost:11434/api/chat?x=1#f"));
     assert_true(qr_http_native_url_supported("http://[::1]:8080"));
+    assert_true(qr_http_native_url_supported("http://LocalHost:8080"));
+    /* a host name would be resolved on the event loop (getaddrinfo blocks): curl's resolver */
+    assert_false(qr_http_native_url_supported("http://gpu-box:8000/v1"));
+    assert_false(qr_http_native_url_supported("http://localhost.example:8000/v1"));
+    assert_false(qr_http_native_url_supported("http://127.0.0.1.nip.io/v1"));
     rec_cleanup(&r);
 }
 
