@@ -107,3 +107,38 @@ fuzz-smoke: fuzz
 
 clean:
 	rm -rf build
+
+# Install (docs/OPERATIONS.md "Running under systemd"): the binary, the man page, the systemd unit
+# (@BINDIR@ replaced by the installed binary's directory) and the example environment file, under
+# $(DESTDIR)$(PREFIX). `make install` builds the release binary first; INSTALL_BIN=path installs
+# that already built binary instead, without building (the dist_man_unit test does). `make uninstall`
+# removes exactly those files, and the directories install created only when DESTDIR is set
+# (a staging tree); on the live system the standard directories stay.
+.PHONY: install uninstall
+PREFIX ?= /usr/local
+INSTALL_BIN ?=
+QR_BINDIR = $(PREFIX)/bin
+QR_MANDIR = $(PREFIX)/share/man/man1
+QR_UNITDIR = $(PREFIX)/lib/systemd/system
+QR_SHAREDIR = $(PREFIX)/share/quantum-runtime
+QR_INSTALLED = $(QR_BINDIR)/quantum-runtime $(QR_MANDIR)/quantum-runtime.1 \
+               $(QR_UNITDIR)/quantum-runtime.service $(QR_SHAREDIR)/quantum-runtime.env
+
+install:
+	@if [ -z "$(INSTALL_BIN)" ]; then $(MAKE) --no-print-directory release; fi
+	install -D -m 0755 $(or $(INSTALL_BIN),build/release/quantum-runtime) $(DESTDIR)$(QR_BINDIR)/quantum-runtime
+	install -D -m 0644 docs/quantum-runtime.1 $(DESTDIR)$(QR_MANDIR)/quantum-runtime.1
+	install -d $(DESTDIR)$(QR_UNITDIR)
+	sed 's|@BINDIR@|$(QR_BINDIR)|g' dist/systemd/quantum-runtime.service \
+	  > $(DESTDIR)$(QR_UNITDIR)/quantum-runtime.service
+	chmod 0644 $(DESTDIR)$(QR_UNITDIR)/quantum-runtime.service
+	install -D -m 0644 dist/systemd/quantum-runtime.env $(DESTDIR)$(QR_SHAREDIR)/quantum-runtime.env
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(QR_INSTALLED))
+	-rmdir $(DESTDIR)$(QR_SHAREDIR) 2>/dev/null
+	@if [ -n "$(DESTDIR)" ]; then \
+	  for f in $(QR_INSTALLED); do d=$$(dirname "$$f"); \
+	    while [ "$$d" != / ] && [ "$$d" != . ] && rmdir "$(DESTDIR)$$d" 2>/dev/null; do \
+	      d=$$(dirname "$$d"); done; \
+	  done; fi

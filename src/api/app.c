@@ -19,6 +19,7 @@
 #include "core/http_client.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "core/sdnotify.h"
 
 #define SHUTDOWN_TICK_MS 50
 
@@ -135,6 +136,7 @@ void qr_app_shutdown(struct qr_app *app)
     if (app->shutting_down)
         return;
     app->shutting_down = true;
+    qr_sdnotify_send("STOPPING=1\nSTATUS=shutting down", NULL);
     app->shutdown_deadline_us = mono_us() + app->cfg->shutdown_timeout_ms * 1000u;
     QR_LOG(QR_LOG_INFO, "shutting down: no longer accepting connections",
            QR_LF_N("in_flight", qr_http_server_in_flight(app->http)),

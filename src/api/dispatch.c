@@ -9,6 +9,8 @@
 #include <yyjson.h>
 
 #include "api/api.h"
+#include "api/metrics.h"
+#include "api/status.h"
 #include "build_info.h"
 #include "core/http_server.h"
 
@@ -26,6 +28,11 @@ struct route {
 static const struct route routes[] = {
     {"/healthz", "GET", R_PUBLIC, qr_api_healthz},
     {"/readyz", "GET", R_PUBLIC, qr_api_readyz},
+    /* the page shell and Ollama's "Ollama is running" probe answer carry no data: the page's
+       data comes from the routes below, with the token (api/status.c) */
+    {"/", "GET", R_PUBLIC, qr_api_status_page},
+    {"/status", "GET", R_PUBLIC, qr_api_status_page},
+    {"/v1/status", "GET", 0, qr_api_status},
     {"/v1/runtime", "GET", 0, qr_api_runtime},
     {"/v1/capabilities", "GET", 0, qr_api_capabilities},
     {"/v1/chat/completions", "POST", R_OPENAI, qr_api_openai_chat},
@@ -48,6 +55,7 @@ static const struct route routes[] = {
     {"/v1/benchmark-plan", "POST", 0, qr_api_benchmark_plan},
     {"/v1/tokenize", "POST", 0, qr_api_tokenize},
     {"/v1/detokenize", "POST", 0, qr_api_detokenize},
+    {"/metrics", "GET", 0, qr_api_metrics},
 };
 
 size_t qr_api_route_count(void)

@@ -11,10 +11,12 @@
 
 #include "api/api.h"
 #include "api/catalog.h"
+#include "api/metrics.h"
 #include "api/codec.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
 #include "api/rerank_codec.h"
+#include "api/status.h"
 #include "backend/backend.h"
 #include "build_info.h"
 #include "capability/capability.h"
@@ -59,7 +61,18 @@ struct infer {
     int64_t slot_id;         /* META: the engine's slot/task, -1 unknown */
     bool started;            /* HTTP response head sent */
     bool paused;
-    bool admitted; /* counted in backend's admission (qr_backend_admit), released on free */
+    /* metrics (api/metrics.h), recorded when the request is freed */
+    int status;                           /* HTTP status sent, 0 none yet */
+    bool stream_counted;                  /* counted in active_streams */
+    int64_t t0_ns, t_first_ns, t_last_ns; /* monotonic: start, first and last output */
+    struct qr_usage usage;                /* the engine's last USAGE event */
+    char m_route[64];                     /* route path */
+    char m_model[QR_METRICS_LABEL_MAX];   /* resolved canonical id, or "_unknown" */
+    bool admitted;         /* counted in backend's admission (qr_backend_admit), released on free */
+    int64_t tokens_noted;  /* completion tokens already counted in the status page's throughput */
+    char why[320];         /* the routing decision's reason (api/status.h) */
+    struct qr_slice asked; /* the model name the client sent (creq.model may become the served
+                              name); borrowed from the arena */
 };
 
 static int64_t now_ns(void)
@@ -69,8 +82,36 @@ static int64_t now_ns(void)
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The request's metrics: its status (499 when the client went away first), time to first
+ * output, tokens and decode rate (the engine's eval time, else first -> last output). */
+static void record_metrics(struct infer *in)
+{
+    if (in->stream_counted)
+        qr_metrics_stream_end();
+    struct qr_metrics_request r = {
+        .route = in->m_route,
+        .model = in->m_model[0] ? in->m_model : "_unknown",
+        .backend = in->backend ? qr_backend_id(in->backend) : "_none",
+        .status = in->req ? in->status : 499,
+        .ttft_s = in->t_first_ns ? (double) (in->t_first_ns - in->t0_ns) / 1e9 : -1,
+        .tokens_in = in->usage.prompt_tokens,
+        .tokens_out = in->usage.completion_tokens,
+        .decode_s = in->usage.eval_ns > 0 ? (double) in->usage.eval_ns / 1e9
+                                          : (double) (in->t_last_ns - in->t_first_ns) / 1e9,
+    };
+    qr_metrics_request(&r);
+}
+
 static void infer_free(struct infer *in)
 {
+    record_metrics(in);
     if (in->admitted)
         qr_backend_release(in->backend);
     if (in->prev)
@@ -99,9 +140,11 @@ static bool streaming(const struct infer *in)
     return in->creq.stream && generating(in->op);
 }
 
-static void send_api_error(struct qr_http_req *req, enum qr_protocol proto,
-                           const struct qr_api_error *e)
+static void send_api_error(struct infer *in, const struct qr_api_error *e)
 {
+    struct qr_http_req *req = in->req;
+    enum qr_protocol proto = in->proto;
+    in->status = e->status;
     struct qr_buf b;
     qr_buf_init(&b, 0);
     /* Errors of the inference path look like what the engine's own API would say: OpenAI's
@@ -171,6 +214,9 @@ static void start_stream(struct infer *in)
         qr_http_resp_header(req, "X-Accel-Buffering", "no");
     qr_http_resp_start(req, 200, -1);
     in->started = true;
+    in->status = 200;
+    in->stream_counted = true;
+    qr_metrics_stream_begin();
 }
 
 static void flush(struct infer *in)
@@ -197,7 +243,7 @@ static enum qr_err on_stream_event(struct infer *in, const struct qr_event *ev)
     if (ev->type == QR_EV_ERROR && !in->started) {
         struct qr_api_error e;
         error_from_event(ev, &e);
-        send_api_error(in->req, in->proto, &e);
+        send_api_error(in, &e);
         finish(in);
         return QR_OK;
     }
@@ -240,14 +286,14 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
         qr_api_error_set(&e, err, err == QR_ERR_TOO_LARGE ? 502 : 500, "upstream_error", "", "%s",
                          err == QR_ERR_TOO_LARGE ? "the answer is larger than allowed"
                                                  : "the backend broke the event order");
-        send_api_error(in->req, in->proto, &e);
+        send_api_error(in, &e);
         finish(in);
         return err;
     }
     if (ev->type == QR_EV_ERROR) {
         struct qr_api_error e;
         error_from_event(ev, &e);
-        send_api_error(in->req, in->proto, &e);
+        send_api_error(in, &e);
         finish(in);
         return QR_OK;
     }
@@ -263,13 +309,14 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
         else
             qr_api_error_set(&e, err, 502, "upstream_error", "", "%s",
                              "the backend produced output that cannot be translated");
-        send_api_error(in->req, in->proto, &e);
+        send_api_error(in, &e);
         finish(in);
         return QR_OK;
     }
     qr_http_resp_header(in->req, "X-Quantum-Runtime-Version", QR_VERSION);
     qr_http_resp_header(in->req, "Cache-Control", "no-store");
     meta_headers(in);
+    in->status = 200;
     qr_http_resp_send(in->req, 200, "application/json; charset=utf-8", in->out.ptr, in->out.len);
     finish(in);
     return QR_OK;
@@ -279,6 +326,10 @@ static enum qr_err on_whole_event(struct infer *in, const struct qr_event *ev)
 static enum qr_err deliver(struct infer *in, const struct qr_event *ev)
 {
     note_meta(in, ev);
+    if (ev->type == QR_EV_USAGE && ev->usage.completion_tokens > in->tokens_noted) {
+        qr_status_note_tokens(ev->usage.completion_tokens - in->tokens_noted);
+        in->tokens_noted = ev->usage.completion_tokens;
+    }
     return streaming(in) ? on_stream_event(in, ev) : on_whole_event(in, ev);
 }
 
@@ -406,9 +457,25 @@ static enum qr_err guard_event(struct infer *in, const struct qr_event *ev)
     return QR_OK;
 }
 
+/* Timing and usage for the metrics, before the event is delivered (which may free in). */
+static void note_metrics(struct infer *in, const struct qr_event *ev)
+{
+    if (ev->type == QR_EV_USAGE) {
+        in->usage = ev->usage;
+        return;
+    }
+    if (ev->type != QR_EV_CONTENT && ev->type != QR_EV_REASONING && ev->type != QR_EV_TOOL_BEGIN &&
+        ev->type != QR_EV_TOOL_ARGS)
+        return;
+    in->t_last_ns = mono_ns();
+    if (!in->t_first_ns)
+        in->t_first_ns = in->t_last_ns;
+}
+
 static enum qr_err on_event(void *arg, const struct qr_event *ev)
 {
     struct infer *in = arg;
+    note_metrics(in, ev);
     return in->guard.active ? guard_event(in, ev) : deliver(in, ev);
 }
 
@@ -470,6 +537,8 @@ static enum qr_err route_passthrough(struct infer *in, const char *model,
         return refuse_capability(e, msg);
     }
     qr_http_resp_header(in->req, "X-Quantum-Backend", qr_backend_id(in->backend));
+    snprintf(in->why, sizeof(in->why), "not planned: the name goes to backend '%s' as sent",
+             qr_backend_id(in->backend));
     in->ereq = in->creq; /* no plan: the request reaches the engine as the client sent it */
     return QR_OK;
 }
@@ -604,6 +673,22 @@ static enum qr_err apply_plan(struct infer *in, const struct qr_route_plan *plan
     return QR_OK;
 }
 
+/* Every candidate the ledger refused, once per blocked capability (ledger_blocks_total). */
+static void count_ledger_blocks(const struct qr_route_plan *plan)
+{
+    for (size_t i = 0; i < plan->n_candidates; i++) {
+        const struct qr_route_candidate *c = &plan->candidates[i];
+        if (c->reason != QR_ROUTE_REJ_LEDGER || !c->backend || !c->backend->desc)
+            continue;
+        for (size_t k = 0; k < c->n_failures; k++) {
+            if (!c->failures[k].block && !c->failures[k].entry)
+                continue;
+            const char *l[] = {c->backend->desc->id, qr_cap_key_name(c->failures[k].eval.key)};
+            qr_metrics_add(QR_M_LEDGER_BLOCKS, l, 1);
+        }
+    }
+}
+
 /* Plan the request: a model with a manifest goes through the router (capabilities, ledger,
  * policies, context) among the configured backend(s); the chosen backend is disclosed in
  * X-Quantum-Backend and the name the backend knows the artifact by is what it is asked for. */
@@ -618,6 +703,8 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
     q.model = model;
     struct qr_catalog_model cm;
     qr_catalog_model_find(app->catalog, model, &cm);
+    if (cm.known != QR_KNOWN_NONE && cm.canonical_id) /* bounded: only names the registry knows */
+        snprintf(in->m_model, sizeof(in->m_model), "%s", cm.canonical_id);
     if (cm.known != QR_KNOWN_MANIFEST)
         return route_passthrough(in, model, q.required, e);
     struct qr_route_backend rb[QR_BACKENDS_MAX];
@@ -630,6 +717,7 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
         qr_route_plan_cleanup(&plan);
         return qr_api_error_set(e, err, 500, "route_failed", "", "%s", diag.msg);
     }
+    count_ledger_blocks(&plan);
     bool in_play = false;
     for (size_t i = 0; i < plan.n_candidates; i++)
         in_play |= plan.candidates[i].in_play;
@@ -644,6 +732,16 @@ static enum qr_err route(struct infer *in, struct qr_api_error *e)
             if (served.ptr)
                 in->creq.model = served;
         }
+        snprintf(in->why, sizeof(in->why),
+                 "planned: '%s' on backend '%s' as '%.100s' (%s%s, %zu policies)",
+                 plan.canonical_model_id, plan.backend_id,
+                 plan.served_name ? plan.served_name : model,
+                 plan.fallback.used ? "fallback" : "first preference",
+                 plan.candidates && plan.chosen < plan.n_candidates &&
+                         plan.candidates[plan.chosen].verified
+                     ? ", verified"
+                     : "",
+                 plan.n_policies);
         err = apply_plan(in, &plan, e);
         /* a managed engine (llama.cpp) is asked for the artifact by its URI; the client's
          * answers keep the name it asked for */
@@ -713,10 +811,25 @@ bool qr_api_infer_planned(struct qr_app *app, const char *model)
     return planned;
 }
 
+/* The routing decision for the status page (api/status.h): routed with in->why, or refused with
+ * the error the client gets. */
+static void note_decision(struct infer *in, const struct qr_api_error *refusal)
+{
+    char model[128];
+    snprintf(model, sizeof(model), "%.*s", (int) in->asked.len, in->asked.ptr ? in->asked.ptr : "");
+    const char *backend = in->backend ? qr_backend_id(in->backend) : NULL;
+    if (refusal)
+        qr_status_note_decision(qr_http_req_path(in->req), model, backend, true, refusal->status,
+                                refusal->message);
+    else
+        qr_status_note_decision(qr_http_req_path(in->req), model, backend, false, 0, in->why);
+}
+
 static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
 {
     struct infer *in = arg;
     struct qr_api_error e = {0};
+    bool deciding = false; /* decoded: a failure now is a refusal on the status page */
     if (err) {
         qr_api_error_set(&e, err, err == QR_ERR_TOO_LARGE ? 413 : 400,
                          err == QR_ERR_TOO_LARGE ? "request_too_large" : "bad_request", "", "%s",
@@ -744,6 +857,8 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
         in->enc.ol.legacy_embeddings = in->legacy_embeddings;
     }
     in->enc_ready = true;
+    in->asked = in->creq.model;
+    deciding = true;
     if (!in->app->backend) {
         qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "upstream_unavailable", "",
                          "no backend can run this request");
@@ -773,9 +888,12 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
     qr_http_resp_set_drain_cb(req, on_drain, in);
     if (qr_backend_submit(b, &in->ereq, on_event, in, &in->job, &e))
         goto fail;
+    note_decision(in, NULL); /* no event is delivered from inside submit: in is alive */
     return;
 fail:
-    send_api_error(req, in->proto, &e);
+    if (deciding)
+        note_decision(in, &e);
+    send_api_error(in, &e);
     finish(in);
 }
 
@@ -789,6 +907,10 @@ void qr_api_infer(struct qr_app *app, struct qr_http_req *req, enum qr_protocol 
     }
     in->app = app;
     in->slot_id = -1;
+    in->t0_ns = mono_ns();
+    qr_usage_init(&in->usage);
+    const char *path = qr_http_req_path(req);
+    snprintf(in->m_route, sizeof(in->m_route), "%.*s", (int) strcspn(path, "?"), path);
     in->next = app->infers;
     if (in->next)
         in->next->prev = in;
@@ -821,7 +943,7 @@ unsigned qr_api_infer_cancel_all(struct qr_app *app)
             qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "shutting_down", "", "%s",
                              "the runtime is shutting down");
             if (in->req) {
-                send_api_error(in->req, in->proto, &e);
+                send_api_error(in, &e);
                 finish(in);
             } else {
                 infer_free(in);
@@ -836,7 +958,7 @@ unsigned qr_api_infer_cancel_all(struct qr_app *app)
             struct qr_api_error e;
             qr_api_error_set(&e, QR_ERR_UNAVAILABLE, 503, "shutting_down", "", "%s",
                              "the runtime is shutting down");
-            send_api_error(in->req, in->proto, &e);
+            send_api_error(in, &e);
             finish(in);
         }
     }

@@ -19,6 +19,7 @@
 #include "api/api.h"
 #include "api/catalog.h"
 #include "api/llamacpp_glue.h"
+#include "api/metrics.h"
 #include "api/ollama_codec.h"
 #include "backend/llamacpp/llamacpp.h"
 #include "build_info.h"
@@ -200,6 +201,8 @@ static void list(void *arg, void (*emit)(void *ctx, const struct qr_llamacpp_mod
 static void on_crash(void *arg, const struct qr_llamacpp_crash *c)
 {
     struct qr_llamacpp_glue *g = arg;
+    qr_metrics_engine_crash(g->app->managed ? qr_backend_id(g->app->managed) : "llama.cpp",
+                            !c->failed);
     if (!g->store)
         return;
     struct qr_store_crash rec = {

@@ -9,8 +9,10 @@
 
 #include "api/api.h"
 #include "build_info.h"
+#include "cli/client.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/sdnotify.h"
 
 extern char **environ;
 
@@ -80,6 +82,19 @@ static const struct command commands[] = {
      "      known-bad block per regression to <state_dir>/upstream-ledger.local.json (exit 1 on a\n"
      "      regression); `promote [--candidate ID]` marks it tested only when it passed all the\n"
      "      pinned build passed and decode is within the 5% guard; `show [--json]` lists it"},
+    {"models", qr_cli_models, "models [--json] [--host URL] [--token T]",
+     "list a running daemon's models (GET /v1/models): backend, capabilities and their states,\n"
+     "      context. --host URL or $QUANTUM_RUNTIME_HOST (default from QUANTUM_RUNTIME_LISTEN,\n"
+     "      else http://127.0.0.1:11450); --token or $QUANTUM_RUNTIME_AUTH_TOKEN (docs/CLI.md)"},
+    {"ps", qr_cli_ps, "ps [--json] [--host URL] [--token T]",
+     "list the models a running daemon has loaded (GET /api/ps): size, processor, until"},
+    {"show", qr_cli_show, "show MODEL [--json] [--host URL] [--token T]",
+     "describe a model (POST /api/show): architecture, parameters, context, capabilities"},
+    {"run", qr_cli_run,
+     "run MODEL [PROMPT] [--think|--no-think] [--hide-thinking] [--json] [--host URL]",
+     "send one prompt (else stdin) to a running daemon (POST /api/chat) and stream the answer;\n"
+     "      thinking dimmed on a terminal. Exit 3: daemon unreachable, 4: unknown model, 130:\n"
+     "      interrupted"},
     {"help", cmd_help, "help", "show this help"},
 };
 
@@ -191,7 +206,14 @@ static int cmd_serve(int argc, char **argv)
         fprintf(stderr, "quantum-runtime: cannot start: %s\n", diag.msg);
         rc = 1;
     } else {
+        /* systemd (Type=notify): ready once listening with the backends open; the watchdog pets
+         * from this loop, so a hung loop gets the service restarted (core/sdnotify.h) */
+        struct qr_sdnotify_watchdog *wd = NULL;
+        if (qr_sdnotify_send("READY=1\nSTATUS=serving", &diag) ||
+            qr_sdnotify_watchdog_start(base, &diag, &wd))
+            QR_LOG(QR_LOG_WARN, "systemd notification failed", QR_LF_S("error", diag.msg));
         event_base_dispatch(base);
+        qr_sdnotify_watchdog_free(wd);
         rc = app.exit_code;
         qr_app_cleanup(&app);
         QR_LOG0(QR_LOG_INFO, "stopped");

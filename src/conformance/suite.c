@@ -370,8 +370,8 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
         const char *missing = NULL;
         for (const char *const *need = k->needs; *need && !missing; need++)
             missing = qr_conf_claims(c, *need) ? NULL : *need;
-        if (progress)
-            fprintf(stderr, "conformance: %-22s ...", k->id);
+        if (progress) /* case i/N, then its outcome on the same line */
+            fprintf(stderr, "conformance: [%zu/%zu] %-22s ...", i + 1, n, k->id);
         if (qr_conf_id_listed(c->skip, k->id)) {
             r->status = QR_CONF_SKIP;
             snprintf(r->reason, sizeof r->reason, "not selected (--skip)");
@@ -387,7 +387,7 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
         }
         r->ms = now_ms() - t0;
         if (progress)
-            fprintf(stderr, "\rconformance: %-22s %s (%.0f ms)%s%s\n", k->id,
+            fprintf(stderr, "\rconformance: [%zu/%zu] %-22s %s (%.0f ms)%s%s\n", i + 1, n, k->id,
                     r->status == QR_CONF_PASS   ? "pass"
                     : r->status == QR_CONF_FAIL ? "FAIL"
                                                 : "skip",

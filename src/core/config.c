@@ -114,9 +114,10 @@ static const struct key_def keys[QR_CFG__COUNT] = {
                                      T_BOOL, OFF(allow_model_mutation), "false", 0, 0, NULL,
                                      F_RELOADABLE,
                                      "allow /api/pull, /api/create, /api/copy, /api/delete"},
-    [QR_CFG_AUTH_TOKEN] = {"auth_token", "QUANTUM_RUNTIME_AUTH_TOKEN", T_STR, OFF(auth_token), "",
-                           0, 4096, NULL, F_SECRET | F_RELOADABLE,
-                           "bearer token required on every route but /healthz and /readyz"},
+    [QR_CFG_AUTH_TOKEN] =
+        {"auth_token", "QUANTUM_RUNTIME_AUTH_TOKEN", T_STR, OFF(auth_token), "", 0, 4096, NULL,
+         F_SECRET | F_RELOADABLE,
+         "bearer token required on every route but /healthz, /readyz, / and /status"},
     [QR_CFG_STATE_DIR] =
         {"state_dir", "QUANTUM_RUNTIME_STATE_DIR", T_PATH, OFF(state_dir), NULL, 0, 0, NULL, 0,
          "evidence store and runtime state (default: $STATE_DIRECTORY, "

@@ -254,15 +254,19 @@ static void test_every_route_requires_the_token(void **state)
     size_t n = qr_api_route_count(), no = qr_api_ollama_route_count();
     assert_true(n > 0 && no > 0);
     bool seen_healthz = false, seen_readyz = false;
-    size_t walked = 0, pairs = 0;
+    size_t walked = 0, pairs = 0, n_shell = 0;
     struct qr_api_route_info ri;
     for (size_t i = 0; qr_api_route_at(i, &ri); i++) {
         if (ri.open) {
-            /* only the health probes are open; marking another route open fails here */
+            /* only the health probes and the status page shell (GET /: Ollama's probe text or
+               the page, GET /status: the page; both carry no data, api/status.c) are open;
+               marking another route open fails here */
             if (!strcmp(ri.path, "/healthz"))
                 seen_healthz = true;
             else if (!strcmp(ri.path, "/readyz"))
                 seen_readyz = true;
+            else if (!strcmp(ri.path, "/") || !strcmp(ri.path, "/status"))
+                n_shell++;
             else
                 fail_msg("route %s is served without auth", ri.path);
         }
@@ -278,6 +282,7 @@ static void test_every_route_requires_the_token(void **state)
     assert_int_equal(walked, n);
     assert_false(qr_api_route_at(n, &ri));
     assert_true(seen_healthz && seen_readyz);
+    assert_int_equal(n_shell, 2);
 
     size_t walked_ollama = 0;
     for (size_t i = 0; qr_api_ollama_route_at(i, &ri); i++) {
