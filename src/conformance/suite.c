@@ -356,6 +356,20 @@ bool qr_conf_id_listed(const char *list, const char *id)
     return false;
 }
 
+/* The progress bar on a terminal: "conformance [####......] i/N case ...", overwritten by the
+ * case's outcome line when it ends. */
+static void draw_bar(size_t done, size_t n, const char *id)
+{
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    size_t fill = n ? done * WIDTH / n : 0;
+    for (size_t i = 0; i < WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[WIDTH] = '\0';
+    fprintf(stderr, "\rconformance [%s] %zu/%zu %-22s ...", bar, done + 1, n, id);
+    fflush(stderr);
+}
+
 void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool progress)
 {
     size_t n = qr_conf_n_cases();
@@ -370,8 +384,8 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
         const char *missing = NULL;
         for (const char *const *need = k->needs; *need && !missing; need++)
             missing = qr_conf_claims(c, *need) ? NULL : *need;
-        if (progress) /* case i/N, then its outcome on the same line */
-            fprintf(stderr, "conformance: [%zu/%zu] %-22s ...", i + 1, n, k->id);
+        if (progress) /* the bar while case i/N runs, then its outcome on that line */
+            draw_bar(i, n, k->id);
         if (qr_conf_id_listed(c->skip, k->id)) {
             r->status = QR_CONF_SKIP;
             snprintf(r->reason, sizeof r->reason, "not selected (--skip)");
@@ -387,7 +401,8 @@ void qr_conf_run(struct qr_conf_ctx *c, struct qr_conf_result *results, bool pro
         }
         r->ms = now_ms() - t0;
         if (progress)
-            fprintf(stderr, "\rconformance: [%zu/%zu] %-22s %s (%.0f ms)%s%s\n", i + 1, n, k->id,
+            fprintf(stderr, "\r\033[Kconformance: [%zu/%zu] %-22s %s (%.0f ms)%s%s\n", i + 1, n,
+                    k->id,
                     r->status == QR_CONF_PASS   ? "pass"
                     : r->status == QR_CONF_FAIL ? "FAIL"
                                                 : "skip",

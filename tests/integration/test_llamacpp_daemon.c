@@ -770,6 +770,16 @@ static void test_kill_mid_stream(void **state)
     yyjson_doc_free(bd);
     qr_t_resp_free(&r);
 
+    /* and in the Prometheus counters: one crash, followed by a scheduled restart */
+    get("/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(r.body);
+    assert_non_null(
+        strstr(r.body, "\nquantum_runtime_engine_crashes_total{backend=\"llama.cpp\"} 1\n"));
+    assert_non_null(
+        strstr(r.body, "\nquantum_runtime_engine_restarts_total{backend=\"llama.cpp\"} 1\n"));
+    qr_t_resp_free(&r);
+
     /* the crash is in the evidence store (read once the daemon has stopped) */
     assert_int_equal(qr_t_stop(&daemon_, SIGTERM, 15000), 0);
     daemon_.pid = 0;
