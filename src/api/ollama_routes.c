@@ -304,16 +304,24 @@ static void tags_done(struct qr_backend *b, enum qr_err err, const struct qr_bac
     yyjson_mut_doc *doc = yyjson_mut_doc_new(NULL);
     yyjson_mut_val *root = yyjson_mut_obj(doc), *models = yyjson_mut_arr(doc);
     yyjson_mut_doc_set_root(doc, root);
+    const struct qr_registry *reg = app->catalog->registry;
     for (size_t i = 0; i < n; i++) {
-        yyjson_mut_val *e = yyjson_mut_obj(doc), *details = yyjson_mut_obj(doc);
+        yyjson_mut_val *e = yyjson_mut_obj(doc);
         yyjson_mut_obj_add_strcpy(doc, e, "name", m[i].id);
         yyjson_mut_obj_add_strcpy(doc, e, "model", m[i].id);
         yyjson_mut_obj_add_str(doc, e, "modified_at", "1970-01-01T00:00:00Z");
         yyjson_mut_obj_add_int(doc, e, "size", m[i].size_bytes > 0 ? m[i].size_bytes : 0);
         yyjson_mut_obj_add_strcpy(doc, e, "digest", m[i].digest);
-        yyjson_mut_obj_add_str(doc, details, "format", "");
-        yyjson_mut_obj_add_strcpy(doc, details, "family", m[i].family);
-        yyjson_mut_obj_add_val(doc, e, "details", details);
+        /* a model the registry knows: its manifest's details, as /api/show gives them */
+        const struct qr_reg_model *rm = qr_registry_find(reg, m[i].id);
+        if (rm) {
+            add_details(doc, e, (yyjson_val *) qr_manifest_root(rm->m));
+        } else {
+            yyjson_mut_val *details = yyjson_mut_obj(doc);
+            yyjson_mut_obj_add_str(doc, details, "format", "");
+            yyjson_mut_obj_add_strcpy(doc, details, "family", m[i].family);
+            yyjson_mut_obj_add_val(doc, e, "details", details);
+        }
         yyjson_mut_arr_append(models, e);
     }
     add_registry_tags(app, doc, models, m, n);

@@ -157,6 +157,25 @@ static void test_ready_and_backends(void **state)
     assert_string_equal(yyjson_get_str(jpath(root, "/backends/0/state")), "ready");
     yyjson_doc_free(d);
     qr_t_resp_free(&r);
+    /* /api/tags: a model the registry knows carries its manifest's details (as /api/show) */
+    get("/api/tags", &r);
+    assert_int_equal(r.status, 200);
+    d = yyjson_read(r.body, r.body_len, 0);
+    assert_non_null(d);
+    yyjson_val *list = yyjson_obj_get(yyjson_doc_get_root(d), "models"), *m, *found = NULL;
+    size_t i, n;
+    yyjson_arr_foreach(list, i, n, m)
+    {
+        if (!found && !strcmp(yyjson_get_str(yyjson_obj_get(m, "name")), "scripted-chat"))
+            found = m;
+    }
+    assert_non_null(found);
+    assert_string_equal(yyjson_get_str(jpath(found, "/details/format")), "gguf");
+    assert_string_equal(yyjson_get_str(jpath(found, "/details/family")), "llama");
+    assert_string_equal(yyjson_get_str(jpath(found, "/details/families/0")), "llama");
+    assert_string_equal(yyjson_get_str(jpath(found, "/details/quantization_level")), "mostly_f16");
+    yyjson_doc_free(d);
+    qr_t_resp_free(&r);
 }
 
 /* ---- chat ---- */
