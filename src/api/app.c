@@ -15,6 +15,7 @@
 #include "api/llamacpp_glue.h"
 #include "backend/backend.h"
 #include "backend/llamacpp/llamacpp.h"
+#include "backend/ollama/ollama.h"
 #include "build_info.h"
 #include "core/http_client.h"
 #include "core/http_server.h"
@@ -83,6 +84,9 @@ static void shutdown_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (mono_us() >= app->shutdown_deadline_us) {
         unsigned ended = qr_api_infer_cancel_all(app);
+        for (size_t i = 0; i < app->n_backends; i++) /* the passthrough's byte-for-byte streams */
+            ended += qr_ollama_end_all(app->backends[i].b,
+                                       "the server is shutting down (shutdown_timeout passed)");
         QR_LOG(QR_LOG_WARN, "shutdown timeout: closing requests still in flight",
                QR_LF_N("in_flight", n), QR_LF_N("ended_cancelled", ended));
         /* a moment for the cancelled ends to reach their clients */

@@ -457,6 +457,9 @@ static void test_shutdown_bound_cuts_stuck_stream(void **state)
     assert_int_equal(b.r.status, 200);
     assert_int_not_equal(b.r.curl_rc, CURLE_OK); /* cut, not ended cleanly */
     assert_non_null(strstr(b.r.body, "\"done\":false"));
+    /* ... after Ollama's in-band error line, on a line of its own, so the client can tell */
+    assert_non_null(strstr(b.r.body, "\n{\"error\":\"the server is shutting down (shutdown_timeout "
+                                     "passed)\"}\n"));
     assert_true(qr_t_log_contains(&d, "shutdown timeout"));
     qr_t_resp_free(&b.r);
 }

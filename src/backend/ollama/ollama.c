@@ -30,6 +30,7 @@ struct ollama {
     struct qr_backend base;
     struct qr_ollama_shows *shows; /* per-model /api/show cache */
     char version[64];              /* /api/version "version"; "" until a probe read one */
+    struct proxy *live;            /* exchanges being proxied (qr_ollama_end_all) */
 };
 
 /* Request headers never forwarded: hop-by-hop (RFC 9110 7.6.1), the Runtime's own credentials
@@ -105,6 +106,7 @@ static bool named_by_connection(struct qr_slice name, const char *conn)
 
 struct proxy {
     struct ollama *o;
+    struct proxy *prev, *next; /* in o->live */
     struct qr_http_req *req;   /* NULL once the client is gone */
     struct qr_http_call *call; /* NULL until started and after done */
     char *url;
@@ -129,6 +131,12 @@ struct proxy {
 
 static void proxy_free(struct proxy *p)
 {
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (p->o && p->o->live == p)
+        p->o->live = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
     if (p->admitted)
         qr_backend_release(&p->o->base);
     qr_buf_cleanup(&p->held_hdrs);
@@ -295,6 +303,34 @@ static void on_done(struct qr_http_call *call, enum qr_err err, const struct qr_
     proxy_free(p);
 }
 
+unsigned qr_ollama_end_all(struct qr_backend *b, const char *why)
+{
+    if (!b || b->vt != &qr_backend_ollama)
+        return 0;
+    struct ollama *o = (struct ollama *) b;
+    unsigned n = 0;
+    while (o->live) {
+        struct proxy *p = o->live;
+        if (p->call)
+            qr_http_call_cancel(p->call); /* no callback runs afterwards */
+        p->call = NULL;
+        struct qr_http_req *req = p->req;
+        if (req) {
+            qr_http_req_set_close_cb(req, NULL, NULL);
+            qr_http_resp_set_drain_cb(req, NULL, NULL);
+            if (qr_http_resp_started(req)) {
+                send_error_line(p, why); /* in band, as a mid-stream failure */
+                qr_http_resp_abort(req);
+            } else {
+                send_error(req, 503, "shutting_down", why);
+            }
+            n++;
+        }
+        proxy_free(p);
+    }
+    return n;
+}
+
 static enum qr_err build_url(struct proxy *p, const char *base_url, const char *target)
 {
     size_t blen = strlen(base_url);
@@ -445,6 +481,10 @@ static void ollama_proxy(struct qr_backend *b, struct qr_http_req *req, const ch
         return;
     }
     p->o = (struct ollama *) b;
+    p->next = p->o->live;
+    if (p->next)
+        p->next->prev = p;
+    p->o->live = p;
     p->admitted = inference;
     p->req = req;
     qr_http_req_set_close_cb(req, on_client_gone, p);

@@ -19,4 +19,11 @@ size_t qr_ollama_described_each(struct qr_backend *b,
                                            const struct qr_ollama_show *show),
                                 void *arg);
 
+/* End every exchange the passthrough is still proxying (the shutdown bound passed): the
+ * upstream call is cancelled; a client whose answer started gets Ollama's in-band
+ * {"error":why} line on a line of its own before the cut, one whose answer has not started a
+ * 503 `shutting_down`. Returns how many clients were answered; 0 when b is not the Ollama
+ * adapter. */
+unsigned qr_ollama_end_all(struct qr_backend *b, const char *why);
+
 #endif
