@@ -11,8 +11,8 @@
 
 #include "api/api.h"
 #include "api/catalog.h"
-#include "api/metrics.h"
 #include "api/codec.h"
+#include "api/metrics.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
 #include "api/rerank_codec.h"

@@ -25,6 +25,7 @@
 #include "build_info.h"
 #include "core/http_server.h"
 #include "core/log.h"
+#include "core/timefmt.h"
 #include "host/calibrate.h"
 #include "host/cpu.h"
 #include "router/router.h"
@@ -526,16 +527,6 @@ void qr_api_llamacpp_cleanup(struct qr_app *app)
 
 /* ---- Ollama routes ---- */
 
-static void rfc3339(int64_t ms, char *out, size_t cap)
-{
-    time_t s = (time_t) (ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, cap, "%s.%03dZ", base, (int) (ms % 1000));
-}
-
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -578,7 +569,7 @@ static void ps_entry(struct qr_app *app, yyjson_mut_doc *doc, yyjson_mut_val *ar
     int64_t at = r->expires_at_ms < 0    ? INT64_C(253402300799000)
                  : r->expires_at_ms == 0 ? now_ms()
                                          : r->expires_at_ms;
-    rfc3339(at, when, sizeof when);
+    qr_rfc3339_ms(at, when, sizeof when);
     yyjson_mut_obj_add_strcpy(doc, e, "expires_at", when);
     yyjson_mut_obj_add_uint(doc, e, "size_vram", 0);
     yyjson_mut_obj_add_uint(doc, e, "context_length", r->parallel ? r->ctx / r->parallel : r->ctx);
@@ -663,7 +654,7 @@ static void send_lifecycle(struct qr_http_req *req, const char *model, enum qr_o
     }
     yyjson_mut_doc_set_root(doc, o);
     char when[64];
-    rfc3339(now_ms(), when, sizeof when);
+    qr_rfc3339_ms(now_ms(), when, sizeof when);
     yyjson_mut_obj_add_strcpy(doc, o, "model", model);
     yyjson_mut_obj_add_strcpy(doc, o, "created_at", when);
     if (op == QR_OP_CHAT) {

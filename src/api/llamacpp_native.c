@@ -22,20 +22,11 @@
 #include "capability/descriptor.h"
 #include "core/arena.h"
 #include "core/http_server.h"
+#include "core/timefmt.h"
 #include "policy/ledger.h"
 #include "registry/registry.h"
 #include "router/router.h"
 #include "store/store.h"
-
-static void rfc3339(int64_t ms, char *out, size_t cap)
-{
-    time_t s = (time_t) (ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, cap, "%s.%03dZ", base, (int) (ms % 1000));
-}
 
 /* key: an RFC 3339 time for a positive wall-clock ms, else null. */
 static bool add_time(yyjson_mut_doc *doc, yyjson_mut_val *o, const char *key, int64_t ms)
@@ -43,7 +34,7 @@ static bool add_time(yyjson_mut_doc *doc, yyjson_mut_val *o, const char *key, in
     if (ms <= 0)
         return yyjson_mut_obj_add_null(doc, o, key);
     char when[64];
-    rfc3339(ms, when, sizeof when);
+    qr_rfc3339_ms(ms, when, sizeof when);
     return yyjson_mut_obj_add_strcpy(doc, o, key, when);
 }
 
@@ -503,7 +494,7 @@ enum qr_err qr_api_llamacpp_show(struct qr_app *app, const struct qr_reg_model *
     bool have = find_observed(app, m->m->id, version, &a, &seen, key, sizeof key);
     char engine_src[160] = "", when[64] = "";
     if (have) {
-        rfc3339(seen.time_ms, when, sizeof when);
+        qr_rfc3339_ms(seen.time_ms, when, sizeof when);
         snprintf(engine_src, sizeof engine_src, "engine /props (%s, observed %s)", version, when);
     }
 

@@ -17,6 +17,7 @@
 #include "api/status.h"
 #include "build_info.h"
 #include "core/http_server.h"
+#include "core/timefmt.h"
 
 /* gen/status_page.c (cmake/embed_status.cmake) */
 extern const char qr_status_page_html[];
@@ -95,12 +96,8 @@ bool qr_status_decision_at(size_t i, struct qr_status_decision *out)
 
 static void add_time(yyjson_mut_doc *doc, yyjson_mut_val *o, int64_t ms)
 {
-    time_t t = (time_t) (ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char sec[32], buf[48];
-    strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, sizeof(buf), "%.24s.%03dZ", sec, (int) (ms % 1000));
+    char buf[48];
+    qr_rfc3339_ms(ms, buf, sizeof(buf));
     yyjson_mut_obj_add_int(doc, o, "time_ms", ms);
     yyjson_mut_obj_add_strcpy(doc, o, "time", buf);
 }

@@ -141,6 +141,13 @@ uint32_t qr_backend_max_queue(const struct qr_backend *b)
     return b->env.config && b->env.config->max_queue ? (uint32_t) b->env.config->max_queue : 512;
 }
 
+uint32_t qr_backend_connect_timeout_ms(const struct qr_backend *b)
+{
+    const struct qr_config *cfg = b->env.config;
+    return cfg && cfg->upstream_connect_timeout_ms ? (uint32_t) cfg->upstream_connect_timeout_ms
+                                                   : 10000;
+}
+
 static uint32_t max_requests(const struct qr_backend *b)
 {
     return b->env.config && b->env.config->max_requests ? (uint32_t) b->env.config->max_requests

@@ -170,6 +170,9 @@ static inline enum qr_err qr_backend_submit(struct qr_backend *b, const struct q
 /* The most inference requests b admits at once: its entry's max_queue, else the live global
  * max_queue (reloadable). */
 uint32_t qr_backend_max_queue(const struct qr_backend *b);
+/* upstream_connect_timeout for the backend's model calls (a configuration built without
+ * defaults, 0, gets the documented 10 s; the key's maximum, 24 h, fits 32 bits). */
+uint32_t qr_backend_connect_timeout_ms(const struct qr_backend *b);
 
 enum qr_admit {
     QR_ADMIT_OK = 0,       /* counted: pair with one qr_backend_release */

@@ -30,13 +30,6 @@ struct qr_job {
     bool linked;
 };
 
-/* upstream_connect_timeout for model calls; a configuration built without defaults (0) gets the
- * documented default. The key's maximum (24 h) fits 32 bits. */
-static uint32_t connect_timeout_ms(const struct qr_config *cfg)
-{
-    return cfg->upstream_connect_timeout_ms ? (uint32_t) cfg->upstream_connect_timeout_ms : 10000;
-}
-
 static char *join_url(const char *base, const char *path)
 {
     size_t blen = strlen(base);
@@ -186,7 +179,7 @@ enum qr_err qr_job_start_http(struct qr_backend *b, const struct qr_dialect *d,
         .headers = j->hdrs,
         .n_headers = j->n_hdrs,
         .body = {j->body.ptr ? j->body.ptr : "", j->body.len},
-        .connect_timeout_ms = connect_timeout_ms(b->env.config),
+        .connect_timeout_ms = qr_backend_connect_timeout_ms(b),
         .timeout_ms = b->env.config->upstream_timeout_ms,
         /* a non-streamed answer's first byte comes when it is complete: only the total bounds it */
         .first_byte_timeout_ms = req->stream ? b->env.config->upstream_first_token_timeout_ms : 0,

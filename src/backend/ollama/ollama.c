@@ -250,6 +250,14 @@ static bool on_data(struct qr_http_call *call, const char *data, size_t len, voi
     return true;
 }
 
+/* Append Ollama's error shape, {"error":"msg"} and a newline, to line. */
+static void error_line(struct qr_buf *line, const char *msg)
+{
+    if (qr_buf_puts(line, "{\"error\":\"") || qr_buf_append_json_str(line, msg, strlen(msg)) ||
+        qr_buf_puts(line, "\"}\n"))
+        abort(); /* a few hundred bytes */
+}
+
 /* A stream Ollama cut: its own in-band error line ({"error":"..."}, what ollama-js throws on),
  * on a line of its own, before the cut. Only on a chunked stream (no length to overrun). */
 static void send_error_line(struct proxy *p, const char *msg)
@@ -258,9 +266,9 @@ static void send_error_line(struct proxy *p, const char *msg)
         return;
     struct qr_buf line;
     qr_buf_init(&line, 0);
-    if ((!p->at_line_start && qr_buf_puts(&line, "\n")) || qr_buf_puts(&line, "{\"error\":\"") ||
-        qr_buf_append_json_str(&line, msg, strlen(msg)) || qr_buf_puts(&line, "\"}\n"))
-        abort(); /* a few hundred bytes */
+    if (!p->at_line_start && qr_buf_puts(&line, "\n"))
+        abort();
+    error_line(&line, msg);
     qr_http_resp_write(p->req, line.ptr, line.len);
     qr_buf_cleanup(&line);
 }
@@ -409,8 +417,7 @@ static void on_body(struct qr_http_req *req, enum qr_err err, void *arg)
         .headers = p->hdrs,
         .n_headers = p->n_hdrs,
         .body = qr_http_req_body(req),
-        .connect_timeout_ms =
-            cfg->upstream_connect_timeout_ms ? (uint32_t) cfg->upstream_connect_timeout_ms : 10000,
+        .connect_timeout_ms = qr_backend_connect_timeout_ms(&p->o->base),
         .timeout_ms = cfg->upstream_timeout_ms,
         /* forwarded byte for byte (pulls and creates too, whose progress may pause for long):
          * no first byte or idle bound, only connect and total */
@@ -452,9 +459,7 @@ static void refuse_busy(struct qr_backend *b, struct qr_http_req *req, enum qr_a
     qr_backend_admit_message(b, a, msg, sizeof(msg));
     struct qr_buf line;
     qr_buf_init(&line, 0);
-    if (qr_buf_puts(&line, "{\"error\":\"") || qr_buf_append_json_str(&line, msg, strlen(msg)) ||
-        qr_buf_puts(&line, "\"}\n"))
-        abort(); /* a few hundred bytes */
+    error_line(&line, msg);
     QR_LOG(QR_LOG_INFO, "inference refused: queue full", QR_LF_S("request_id", qr_http_req_id(req)),
            QR_LF_S("backend", qr_backend_id(b)), QR_LF_N("depth", b->admitted));
     qr_http_resp_header(req, "X-Quantum-Runtime-Version", QR_VERSION);
